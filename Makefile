@@ -1,0 +1,45 @@
+# msgstore: every target sets itself up on a fresh machine.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export PYSPARK_PYTHON := $(abspath $(PY))
+export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
+
+.PHONY: run test test-fast lint bench system controlplane clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip==25.3
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+system:
+	bash scripts/setup-system.sh
+
+venv: $(STAMP)
+
+## make run: a local 3-node cluster, sample data through Spark, compaction, example queries
+run: system $(STAMP)
+	$(PY) -m storage_node.demo
+
+## make test: lint, then every test from unit to Kubernetes end-to-end
+test: system $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m pytest -q -p no:cacheprovider
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -x -m "not k8s and not spark and not slow"
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+bench: system $(STAMP)
+	$(PY) bench/engine.py
+
+controlplane:
+	bash tests/controlplane/build.sh
+
+clean:
+	rm -rf $(VENV) .pytest_cache

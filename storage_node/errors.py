@@ -1,0 +1,97 @@
+"""Typed errors shared by every layer.
+
+Each error carries a stable machine-readable ``code`` and the HTTP status the node server
+answers with, so the server maps errors to responses without a lookup table of its own.
+"""
+
+from __future__ import annotations
+
+
+class MsgStoreError(Exception):
+    """Base class: a problem the caller can act on."""
+
+    code = "internal"
+    status = 500
+
+    def __init__(self, message: str, **details: object) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+    def to_json(self) -> dict[str, object]:
+        body: dict[str, object] = {"code": self.code, "message": self.message}
+        body.update(self.details)
+        return {"error": body}
+
+
+class InvalidArgument(MsgStoreError):
+    """A parameter is malformed or out of its allowed range."""
+
+    code = "invalid_argument"
+    status = 400
+
+
+class InvalidName(InvalidArgument):
+    """A topic, group or app name would escape its folder or has forbidden characters."""
+
+    code = "invalid_name"
+
+
+class InvalidBatch(InvalidArgument):
+    """A batch of messages is malformed; nothing of it was written."""
+
+    code = "invalid_batch"
+
+
+class OffsetOutOfRange(InvalidArgument):
+    """A queue offset or position lies outside what the partition holds."""
+
+    code = "offset_out_of_range"
+
+
+class UnknownTopic(MsgStoreError):
+    code = "unknown_topic"
+    status = 404
+
+
+class NotFound(MsgStoreError):
+    code = "not_found"
+    status = 404
+
+
+class TopicConflict(MsgStoreError):
+    """A topic exists with a different configuration."""
+
+    code = "topic_conflict"
+    status = 409
+
+
+class MessageTooLarge(MsgStoreError):
+    code = "message_too_large"
+    status = 413
+
+
+class NotOwner(MsgStoreError):
+    """The partition belongs to another node; ``owner`` names its address."""
+
+    code = "wrong_node"
+    status = 421
+
+
+class Unavailable(MsgStoreError):
+    """The store is recovering, closing or otherwise cannot serve right now."""
+
+    code = "unavailable"
+    status = 503
+
+
+class DiskFull(MsgStoreError):
+    code = "disk_full"
+    status = 507
+
+
+class CorruptData(MsgStoreError):
+    """Stored bytes fail their checksum; they are reported, never served."""
+
+    code = "corrupt_data"
+    status = 500
