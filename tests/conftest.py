@@ -6,6 +6,9 @@ import socket
 
 import pytest
 
+# Control-plane binaries built from source, and a real MinIO server for the S3 tier's tests.
+pytest_plugins = ["fixtures_controlplane", "fixtures_minio"]
+
 
 def pick_free_port() -> int:
     """A loopback port that was free a moment ago (the OS picks it)."""

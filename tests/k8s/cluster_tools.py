@@ -1,0 +1,106 @@
+"""Talking to the test cluster: kubectl/helm runners, JSON reads, polling, namespaces.
+
+Test modules import `KubectlError` (and `K8sCluster` for type hints) from here; the
+`k8s_cluster` fixture in conftest.py builds the object.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+class KubectlError(RuntimeError):
+    """A kubectl or helm command failed; the message has its arguments and output."""
+
+
+def _run(
+    argv: list[str], env: dict[str, str], input: str | None, check: bool, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        argv, env=env, input=input, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    if check and proc.returncode != 0:
+        raise KubectlError(
+            f"{' '.join(argv)} exited with {proc.returncode}\n"
+            f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+        )
+    return proc
+
+
+@dataclass(frozen=True)
+class K8sCluster:
+    """A running kwokctl cluster and the tools to talk to it."""
+
+    name: str
+    kubeconfig: Path
+    api_server_url: str
+    kubectl: Path
+    helm: Path
+    bin_dir: Path
+    workdir: Path
+    env: dict[str, str]
+
+    def run_kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        """kubectl against this cluster; raises KubectlError on failure when `check`."""
+        argv = [str(self.kubectl), "--kubeconfig", str(self.kubeconfig), *args]
+        return _run(argv, self.env, input, check, timeout)
+
+    def run_helm(
+        self, *args: str, check: bool = True, timeout: float = 300
+    ) -> subprocess.CompletedProcess[str]:
+        """helm against this cluster; raises KubectlError on failure when `check`."""
+        argv = [str(self.helm), "--kubeconfig", str(self.kubeconfig), *args]
+        return _run(argv, self.env, None, check, timeout)
+
+    def get_json(self, *args: str) -> Any:
+        """`kubectl get ARGS -o json`, parsed."""
+        return json.loads(self.run_kubectl("get", *args, "-o", "json").stdout)
+
+    @staticmethod
+    def wait_until(
+        condition: Callable[[], Any], what: str, timeout: float = 120, interval: float = 0.5
+    ) -> Any:
+        """Polls `condition` until it returns something truthy, which is returned.
+
+        Raises AssertionError naming `what` (and the last value seen) when time runs out.
+        """
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while True:
+            last = condition()
+            if last:
+                return last
+            if time.monotonic() >= deadline:
+                raise AssertionError(
+                    f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}"
+                )
+            time.sleep(interval)
+
+    def api_client(self) -> Any:
+        """A kubernetes.client.ApiClient configured from this cluster's kubeconfig."""
+        from kubernetes import config
+
+        return config.new_client_from_config(config_file=str(self.kubeconfig))
+
+    def new_namespace(self, prefix: str = "t") -> str:
+        """Creates a uniquely named namespace and waits until pods can be created in it."""
+        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        self.run_kubectl("create", "namespace", name)
+        # The ServiceAccount admission plugin rejects pods until the controller manager has
+        # created the namespace's default ServiceAccount.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            got = self.run_kubectl("get", "serviceaccount", "default", "-n", name, check=False)
+            if got.returncode == 0:
+                return name
+            time.sleep(0.3)
+        raise KubectlError(f"namespace {name}: default ServiceAccount never appeared")
