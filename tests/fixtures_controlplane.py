@@ -12,26 +12,44 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 
 BUILD_SCRIPT = Path(__file__).resolve().parent / "controlplane" / "build.sh"
-FIXTURES_NEEDING_BINARIES = frozenset({"k8s_cluster", "minio_server"})
 
-_bin_dir: Path | None = None
-_build_error: str | None = None
+# Which build.sh components each fixture needs, and which component makes each binary.
+COMPONENTS_OF_FIXTURE = {
+    "k8s_cluster": ("kubernetes", "etcd", "kwok", "helm"),
+    "minio_server": ("minio",),
+}
+COMPONENT_OF_BINARY = {
+    "kube-apiserver": "kubernetes",
+    "kube-controller-manager": "kubernetes",
+    "kube-scheduler": "kubernetes",
+    "kubectl": "kubernetes",
+    "etcd": "etcd",
+    "kwok": "kwok",
+    "kwokctl": "kwok",
+    "helm": "helm",
+    "minio": "minio",
+}
+
+# Per component: the binary directory once built, or the build's error message.
+_built: dict[str, Path] = {}
+_failed: dict[str, str] = {}
 
 
 class ControlPlaneBuildError(RuntimeError):
     """The control-plane binaries could not be built; the message says why."""
 
 
-def _run_build() -> Path:
+def _run_build(components: list[str]) -> Path:
     """Runs build.sh, streaming its progress to stderr; returns the binary directory."""
     started = time.monotonic()
     proc = subprocess.Popen(
-        ["bash", str(BUILD_SCRIPT)],
+        ["bash", str(BUILD_SCRIPT), *components],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -46,7 +64,7 @@ def _run_build() -> Path:
     if code != 0:
         tail = "".join(stderr_lines[-60:])
         raise ControlPlaneBuildError(
-            f"{BUILD_SCRIPT.name} exited with status {code} after "
+            f"{BUILD_SCRIPT.name} {' '.join(components)} exited with status {code} after "
             f"{time.monotonic() - started:.0f}s:\n{tail}"
         )
     lines = [line for line in stdout.splitlines() if line.strip()]
@@ -55,25 +73,28 @@ def _run_build() -> Path:
     return Path(lines[-1])
 
 
-def controlplane_bin_dir() -> Path:
-    """The directory with every built binary; builds once per process, remembers failures."""
-    global _bin_dir, _build_error
-    if _bin_dir is not None:
-        return _bin_dir
-    if _build_error is not None:
-        raise ControlPlaneBuildError(_build_error)
-    try:
-        _bin_dir = _run_build()
-    except (ControlPlaneBuildError, OSError) as exc:
-        _build_error = str(exc)
-        raise ControlPlaneBuildError(_build_error) from exc
-    return _bin_dir
+def ensure_built(components: Iterable[str]) -> Path:
+    """Builds the components not built yet in this process; remembers failures."""
+    wanted = sorted(set(components))
+    for component in wanted:
+        if component in _failed:
+            raise ControlPlaneBuildError(_failed[component])
+    missing = [c for c in wanted if c not in _built]
+    if missing:
+        try:
+            bin_dir = _run_build(missing)
+        except (ControlPlaneBuildError, OSError) as exc:
+            for component in missing:
+                _failed[component] = str(exc)
+            raise ControlPlaneBuildError(str(exc)) from exc
+        _built.update(dict.fromkeys(missing, bin_dir))
+    return _built[wanted[0]]
 
 
 def require_binary(name: str) -> Path:
     """Path of one built binary, or a test failure (never a skip) explaining what is missing."""
     try:
-        path = controlplane_bin_dir() / name
+        path = ensure_built([COMPONENT_OF_BINARY[name]]) / name
     except ControlPlaneBuildError as exc:
         pytest.fail(f"the test control plane could not be built:\n{exc}", pytrace=False)
     if not os.access(path, os.X_OK):
@@ -81,14 +102,19 @@ def require_binary(name: str) -> Path:
     return path
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list
 ) -> None:
-    """Builds before the first test when any selected test needs the binaries."""
+    """Builds, before the first test, what the selected tests need (after -m/-k deselection)."""
     if config.option.collectonly:
         return
-    if any(FIXTURES_NEEDING_BINARIES.intersection(getattr(i, "fixturenames", ())) for i in items):
+    needed: set[str] = set()
+    for item in items:
+        for fixture in getattr(item, "fixturenames", ()):
+            needed.update(COMPONENTS_OF_FIXTURE.get(fixture, ()))
+    if needed:
         try:
-            controlplane_bin_dir()
+            ensure_built(needed)
         except ControlPlaneBuildError:
             pass  # reported by every test that needs the binaries

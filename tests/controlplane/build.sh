@@ -4,10 +4,11 @@
 # around k8s.io/kubernetes), etcd, kwok and kwokctl, helm and minio. No prebuilt binary is
 # downloaded. Binaries are cached by version outside the repository, so a second run is a no-op.
 #
-# Usage: tests/controlplane/build.sh [--print-bin-dir]
+# Usage: tests/controlplane/build.sh [--print-bin-dir] [COMPONENT...]
+#   COMPONENT is one of kubernetes, etcd, kwok, helm, minio (default: all of them)
 #   MSGSTORE_CP_CACHE  cache root (default: $HOME/.cache/msgstore-controlplane)
 #   MSGSTORE_CP_JOBS   parallel build lanes (default: 2)
-# The last line printed is the directory holding every binary.
+# The last line printed is the directory holding the binaries.
 set -euo pipefail
 
 # Pinned versions, chosen to build with Go 1.26 and to work together: kwok v0.8.0 is built
@@ -27,21 +28,45 @@ SRC="$ROOT/src"
 LOGS="$ROOT/logs"
 JOBS="${MSGSTORE_CP_JOBS:-2}"
 
-ALL_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl helm minio)
+die() {
+  echo "controlplane build FAILED: $*" >&2
+  exit 1
+}
+
+binaries_of() {
+  case "$1" in
+    kubernetes) echo kube-apiserver kube-controller-manager kube-scheduler kubectl ;;
+    etcd) echo etcd ;;
+    kwok) echo kwok kwokctl ;;
+    helm) echo helm ;;
+    minio) echo minio ;;
+    *) die "unknown component '$1' (known: kubernetes etcd kwok helm minio)" ;;
+  esac
+}
 
 if [[ "${1:-}" == "--print-bin-dir" ]]; then
   echo "$BIN"
   exit 0
 fi
 
-die() {
-  echo "controlplane build FAILED: $*" >&2
-  exit 1
+COMPONENTS=("$@")
+((${#COMPONENTS[@]})) || COMPONENTS=(kubernetes etcd kwok helm minio)
+WANTED=()
+for component in "${COMPONENTS[@]}"; do
+  list=$(binaries_of "$component") || exit 1
+  read -r -a names <<<"$list"
+  WANTED+=("${names[@]}")
+done
+
+wants() {
+  local c
+  for c in "${COMPONENTS[@]}"; do [[ "$c" == "$1" ]] && return 0; done
+  return 1
 }
 
 all_present() {
   local b
-  for b in "${ALL_BINARIES[@]}"; do [[ -x "$BIN/$b" ]] || return 1; done
+  for b in "${WANTED[@]}"; do [[ -x "$BIN/$b" ]] || return 1; done
 }
 
 if all_present; then
@@ -109,9 +134,10 @@ build_kubernetes() {
     [[ -f "$kmod" ]] || die "could not fetch k8s.io/kubernetes@$K8S_VERSION from the module proxy"
     go mod edit -require="k8s.io/kubernetes@$K8S_VERSION"
     local staging
-    for staging in $(sed -n 's#^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#\1#p' "$kmod"); do
-      go mod edit -replace="$staging=$staging@${K8S_VERSION/v1./v0.}"
-    done
+    sed -n 's#^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#\1#p' "$kmod" |
+      while read -r staging; do
+        go mod edit -replace="$staging=$staging@${K8S_VERSION/v1./v0.}"
+      done
   ) || die "could not prepare the Kubernetes wrapper module"
   minor=${K8S_VERSION#v1.}
   minor=${minor%%.*}
@@ -151,8 +177,8 @@ build_kwok() {
   local dir="$SRC/kwok"
   [[ -x "$BIN/kwok" && -x "$BIN/kwokctl" ]] && return 0
   new_wrapper "$dir" msgstore.test/controlplane/kwok
-  local ldflags="-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
-  ldflags+=" -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=$K8S_VERSION"
+  local ldflags="-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}"
+  ldflags+=" -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=${K8S_VERSION#v}"
   (
     cd "$dir"
     go mod edit -require="sigs.k8s.io/kwok@$KWOK_VERSION"
@@ -191,22 +217,24 @@ build_minio() {
 # The Kubernetes build is the longest; it runs in its own lane while the others share a second.
 TOTAL_START=$(now)
 echo "building the test control plane into $BIN (cold builds take a while; logs in $LOGS)" >&2
-if [[ "$JOBS" -ge 2 ]]; then
+other_lane() {
+  local c
+  for c in etcd kwok helm minio; do
+    if wants "$c"; then "build_$c" || return 1; fi
+  done
+}
+if wants kubernetes && [[ "$JOBS" -ge 2 ]]; then
   build_kubernetes &
   k8s_pid=$!
   lane_ok=0
-  (build_etcd && build_kwok && build_helm && build_minio) || lane_ok=1
+  other_lane || lane_ok=1
   k8s_ok=0
   wait "$k8s_pid" || k8s_ok=1
   [[ $lane_ok -eq 0 && $k8s_ok -eq 0 ]] || die "see the messages above"
 else
-  build_kubernetes
-  build_etcd
-  build_kwok
-  build_helm
-  build_minio
+  if wants kubernetes; then build_kubernetes; fi
+  other_lane || die "see the messages above"
 fi
 all_present || die "some binaries are missing from $BIN after the build"
-echo "total $(($(now) - TOTAL_START))s" | tee -a "$TIMES" >&2
-"$BIN/kube-apiserver" --version >&2
+echo "total $(($(now) - TOTAL_START))s (${COMPONENTS[*]})" | tee -a "$TIMES" >&2
 echo "$BIN"

@@ -99,8 +99,9 @@ def _delete_cluster(kwokctl: Path, name: str, env: dict[str, str], workdir: Path
             pass
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test in this folder needs the control plane: mark it `k8s`."""
+    """Every test in this folder needs the control plane: mark it `k8s` (before -m selects)."""
     for item in items:
         if HERE in Path(item.path).resolve().parents:
             item.add_marker(pytest.mark.k8s)
