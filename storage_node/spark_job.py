@@ -1,0 +1,263 @@
+"""Spark on Kubernetes: the `spark-submit` invocation of msgstore's Spark jobs, as objects.
+
+One place builds the cluster-mode `spark-submit` command line and the pod that runs it, so
+the operator's compaction CronJob and the ingest Job rendered by
+`msgstore spark-job ingest ... -o yaml` submit jobs the same way: the driver runs in the
+cluster with the store's Spark ServiceAccount, the Spark image holds the jobs under
+``/opt/msgstore/spark/jobs``, and the node token reaches driver and executors from its
+Secret (never on a command line). Everything here is a pure function of its arguments.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from storage_node.errors import InvalidArgument
+
+SPARK_SUBMIT = "/opt/spark/bin/spark-submit"
+KUBERNETES_MASTER = "k8s://https://kubernetes.default.svc:443"
+JOBS_DIR = "local:///opt/msgstore/spark/jobs"
+DEFAULT_SPARK_IMAGE = "msgstore-spark:0.1.0"
+DEFAULT_PORT = 8080
+CLUSTER_DOMAIN = "cluster.local"
+INGEST_FORMATS = ("jsonl", "csv", "parquet")
+
+_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_MEMORY = re.compile(r"^[0-9]+[kmgt]?$")
+_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
+
+
+def spark_account_name(store: str) -> str:
+    """The ServiceAccount the operator creates for a store's Spark jobs."""
+    return f"{store}-spark"
+
+
+def token_secret_name(store: str) -> str:
+    """The Secret holding a store's node token when the operator generated it."""
+    return f"{store}-token"
+
+
+def store_endpoint(store: str, namespace: str, port: int = DEFAULT_PORT) -> str:
+    """The store's client Service, as pods in the cluster reach it."""
+    return f"http://{store}.{namespace}.svc.{CLUSTER_DOMAIN}:{port}"
+
+
+def check_dns_label(value: str, what: str, max_len: int = 63) -> str:
+    if not _DNS_LABEL.match(value) or len(value) > max_len:
+        raise InvalidArgument(
+            f"{what} {value!r} must be a DNS label (lowercase letters, digits, '-', starting "
+            f"with a letter) of at most {max_len} characters"
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class SparkResources:
+    """Driver and executor sizes (the CRD's compaction.spark fields)."""
+
+    executors: int = 2
+    driver_cores: int = 1
+    driver_memory: str = "1g"
+    executor_cores: int = 1
+    executor_memory: str = "2g"
+
+    def validate(self) -> SparkResources:
+        for name in ("executors", "driver_cores", "executor_cores"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1 or value > 256:
+                raise InvalidArgument(f"{name} must be an integer from 1 to 256, got {value!r}")
+        for name in ("driver_memory", "executor_memory"):
+            if not _MEMORY.match(getattr(self, name)):
+                raise InvalidArgument(
+                    f"{name} must look like 512m or 2g, got {getattr(self, name)!r}"
+                )
+        return self
+
+
+@dataclass(frozen=True)
+class SparkSubmit:
+    """One cluster-mode submission of a msgstore Spark job."""
+
+    app_name: str
+    namespace: str
+    image: str
+    service_account: str
+    job: str  # file name under JOBS_DIR ("ingest.py") or a full URI
+    job_args: tuple[str, ...] = ()
+    resources: SparkResources = field(default_factory=SparkResources)
+    token_secret: str | None = None  # Secret with the node token, or None without auth
+    token_key: str = "token"
+    labels: tuple[tuple[str, str], ...] = ()  # put on driver and executor pods
+
+    def job_uri(self) -> str:
+        return self.job if "://" in self.job else f"{JOBS_DIR}/{self.job}"
+
+
+def spark_submit_args(sub: SparkSubmit) -> list[str]:
+    """Arguments after `spark-submit`: cluster mode on this cluster, sizes, identity, token."""
+    res = sub.resources.validate()
+    conf: dict[str, str] = {
+        "spark.kubernetes.namespace": sub.namespace,
+        "spark.kubernetes.container.image": sub.image,
+        "spark.kubernetes.authenticate.driver.serviceAccountName": sub.service_account,
+        "spark.executor.instances": str(res.executors),
+        "spark.driver.cores": str(res.driver_cores),
+        "spark.driver.memory": res.driver_memory,
+        "spark.executor.cores": str(res.executor_cores),
+        "spark.executor.memory": res.executor_memory,
+    }
+    for key, value in sub.labels:
+        conf[f"spark.kubernetes.driver.label.{key}"] = value
+        conf[f"spark.kubernetes.executor.label.{key}"] = value
+    if sub.token_secret:
+        ref = f"{sub.token_secret}:{sub.token_key}"
+        conf["spark.kubernetes.driver.secretKeyRef.MSGSTORE_TOKEN"] = ref
+        conf["spark.kubernetes.executor.secretKeyRef.MSGSTORE_TOKEN"] = ref
+    args = ["--master", KUBERNETES_MASTER, "--deploy-mode", "cluster", "--name", sub.app_name]
+    for key, value in conf.items():
+        args += ["--conf", f"{key}={value}"]
+    return [*args, sub.job_uri(), *sub.job_args]
+
+
+def submit_pod_spec(sub: SparkSubmit, image_pull_policy: str = "IfNotPresent") -> dict[str, Any]:
+    """The pod that runs spark-submit; the driver and executors it starts are separate pods."""
+    return {
+        "serviceAccountName": sub.service_account,
+        "restartPolicy": "Never",
+        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [
+            {
+                "name": "spark-submit",
+                "image": sub.image,
+                "imagePullPolicy": image_pull_policy,
+                "command": [SPARK_SUBMIT],
+                "args": spark_submit_args(sub),
+                "resources": {
+                    "requests": {"cpu": "100m", "memory": "512Mi"},
+                    "limits": {"memory": "1Gi"},
+                },
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "capabilities": {"drop": ["ALL"]},
+                },
+            }
+        ],
+    }
+
+
+def build_spark_job(
+    sub: SparkSubmit,
+    name: str,
+    labels: dict[str, str],
+    image_pull_policy: str = "IfNotPresent",
+    backoff_limit: int = 1,
+    ttl_seconds_after_finished: int | None = 86400,
+) -> dict[str, Any]:
+    """A batch/v1 Job running one submission (what a CronJob's jobTemplate holds too)."""
+    spec: dict[str, Any] = {
+        "backoffLimit": backoff_limit,
+        "template": {
+            "metadata": {"labels": dict(labels)},
+            "spec": submit_pod_spec(sub, image_pull_policy),
+        },
+    }
+    if ttl_seconds_after_finished is not None:
+        spec["ttlSecondsAfterFinished"] = ttl_seconds_after_finished
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": sub.namespace, "labels": dict(labels)},
+        "spec": spec,
+    }
+
+
+@dataclass(frozen=True)
+class IngestRequest:
+    """What `msgstore spark-job ingest` asks for: load files into a topic of a store."""
+
+    store: str
+    namespace: str
+    topic: str
+    input: str  # any path Spark reads: local:// inside the image, s3a://, hdfs://, ...
+    format: str = "jsonl"
+    key_field: str | None = None
+    name: str | None = None
+    image: str = DEFAULT_SPARK_IMAGE
+    port: int = DEFAULT_PORT
+    auth: bool = True
+    token_secret: str | None = None
+    token_key: str = "token"
+    service_account: str | None = None
+    image_pull_policy: str = "IfNotPresent"
+    resources: SparkResources = field(default_factory=SparkResources)
+
+    def validate(self) -> IngestRequest:
+        check_dns_label(self.store, "store name", 40)
+        check_dns_label(self.namespace, "namespace")
+        if self.name is not None:
+            check_dns_label(self.name, "job name", 52)
+        if not _TOPIC.match(self.topic) or self.topic in (".", ".."):
+            raise InvalidArgument(f"topic {self.topic!r} must be 1-200 of A-Z a-z 0-9 . _ -")
+        if self.format not in INGEST_FORMATS:
+            raise InvalidArgument(f"format must be one of {', '.join(INGEST_FORMATS)}")
+        if not self.input or any(c.isspace() for c in self.input):
+            raise InvalidArgument(f"input {self.input!r} must be a non-empty path without spaces")
+        if not 1 <= self.port <= 65535:
+            raise InvalidArgument(f"port must be 1..65535, got {self.port}")
+        if self.image_pull_policy not in ("Always", "IfNotPresent", "Never"):
+            raise InvalidArgument("image pull policy must be Always, IfNotPresent or Never")
+        if not self.image:
+            raise InvalidArgument("image must not be empty")
+        self.resources.validate()
+        return self
+
+    def job_name(self) -> str:
+        return self.name or f"{self.store}-ingest-{_short_topic(self.topic)}"
+
+
+def _short_topic(topic: str) -> str:
+    """A topic name squeezed into a DNS label fragment (Job names are DNS labels)."""
+    cleaned = re.sub(r"[^a-z0-9-]+", "-", topic.lower()).strip("-")
+    return (cleaned or "topic")[:20].rstrip("-")
+
+
+def build_ingest_job(req: IngestRequest) -> dict[str, Any]:
+    """The Job that submits spark/jobs/ingest.py against a store running in the cluster."""
+    req.validate()
+    name = req.job_name()
+    labels = {
+        "app.kubernetes.io/name": "msgstore",
+        "app.kubernetes.io/instance": req.store,
+        "app.kubernetes.io/component": "ingest",
+        "app.kubernetes.io/managed-by": "msgstore-cli",
+    }
+    job_args = [
+        "--endpoint",
+        store_endpoint(req.store, req.namespace, req.port),
+        "--topic",
+        req.topic,
+        "--input",
+        req.input,
+        "--format",
+        req.format,
+    ]
+    if req.key_field:
+        job_args += ["--key-field", req.key_field]
+    token_secret = None
+    if req.auth:
+        token_secret = req.token_secret or token_secret_name(req.store)
+    sub = SparkSubmit(
+        app_name=name,
+        namespace=req.namespace,
+        image=req.image,
+        service_account=req.service_account or spark_account_name(req.store),
+        job="ingest.py",
+        job_args=tuple(job_args),
+        resources=req.resources,
+        token_secret=token_secret,
+        token_key=req.token_key,
+        labels=(("app.kubernetes.io/instance", req.store),),
+    )
+    return build_spark_job(sub, name, labels, req.image_pull_policy)
