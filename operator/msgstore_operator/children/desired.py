@@ -1,0 +1,88 @@
+"""Everything a MessageStore should consist of right now, computed in one pure function."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import naming
+from ..settings import config_hash, node_settings
+from ..spec import StoreSpec
+from .config import build_config_map, build_routing_config_map
+from .meta import Owner
+from .policy import build_pdb
+from .services import build_client_service, build_headless_service
+from .spark import (
+    build_compaction_cronjob,
+    build_spark_role,
+    build_spark_role_binding,
+    build_spark_service_account,
+)
+from .statefulset import build_statefulset
+
+
+@dataclass(frozen=True)
+class ChildRef:
+    """Identifies a child for deletion: (apiVersion, kind, name)."""
+
+    api_version: str
+    kind: str
+    name: str
+
+
+@dataclass(frozen=True)
+class DesiredState:
+    objects: list[dict[str, Any]]
+    absent: list[ChildRef] = field(default_factory=list)
+    config_hash: str = ""
+    token_secret: str | None = None
+
+
+def token_secret_for(owner: Owner, spec: StoreSpec) -> str | None:
+    """The Secret holding the node token: the user's, the generated one, or none."""
+    if not spec.auth.enabled:
+        return None
+    return spec.auth.token_secret or naming.token_secret_name(owner.name)
+
+
+def spark_children(owner: Owner, spec: StoreSpec, endpoint: str, token: str | None) -> list:
+    return [
+        build_spark_service_account(owner),
+        build_spark_role(owner),
+        build_spark_role_binding(owner),
+        build_compaction_cronjob(owner, spec, endpoint, token),
+    ]
+
+
+def spark_refs(owner: Owner) -> list[ChildRef]:
+    account = naming.spark_account_name(owner.name)
+    return [
+        ChildRef("batch/v1", "CronJob", naming.compaction_cronjob_name(owner.name)),
+        ChildRef("rbac.authorization.k8s.io/v1", "RoleBinding", account),
+        ChildRef("rbac.authorization.k8s.io/v1", "Role", account),
+        ChildRef("v1", "ServiceAccount", account),
+    ]
+
+
+def desired_children(
+    owner: Owner, spec: StoreSpec, replicas: int, routing_text: str, domain: str
+) -> DesiredState:
+    """Children in the order they should be applied (config before the pods that read it)."""
+    settings = node_settings(spec)
+    digest = config_hash(settings)
+    token = token_secret_for(owner, spec)
+    endpoint = naming.service_address(owner.name, owner.namespace, spec.port, domain)
+    objects = [
+        build_config_map(owner, settings),
+        build_routing_config_map(owner, routing_text),
+        build_headless_service(owner, spec),
+        build_client_service(owner, spec),
+        build_statefulset(owner, spec, replicas, digest, token),
+        build_pdb(owner),
+    ]
+    absent: list[ChildRef] = []
+    if spec.compaction.mode == "spark":
+        objects += spark_children(owner, spec, endpoint, token)
+    else:
+        absent += spark_refs(owner)
+    return DesiredState(objects=objects, absent=absent, config_hash=digest, token_secret=token)

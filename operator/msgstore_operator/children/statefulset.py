@@ -1,0 +1,161 @@
+"""The StatefulSet of storage nodes: one pod and one volume per node."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import naming
+from ..spec import StoreSpec
+from .meta import Owner, object_meta
+
+# Node processes run as this group so the volume is writable whatever the image's user.
+FS_GROUP = 10001
+
+
+def _env(spec: StoreSpec, token_secret: str | None) -> list[dict[str, Any]]:
+    env: list[dict[str, Any]] = [
+        # The node id is the pod name: the routing table lists nodes by pod name.
+        {"name": "MSGSTORE_NODE_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "MSGSTORE_NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+    ]
+    if spec.auth.enabled and token_secret:
+        env.append(
+            {
+                "name": "MSGSTORE_TOKEN",
+                "valueFrom": {"secretKeyRef": {"name": token_secret, "key": spec.auth.token_key}},
+            }
+        )
+    return env
+
+
+def _env_from(owner: Owner, spec: StoreSpec) -> list[dict[str, Any]]:
+    sources: list[dict[str, Any]] = [{"configMapRef": {"name": naming.config_map_name(owner.name)}}]
+    if spec.tiering.enabled and spec.tiering.credentials_secret:
+        sources.append({"secretRef": {"name": spec.tiering.credentials_secret}})
+    return sources
+
+
+def _probe(path: str, period: int, failures: int) -> dict[str, Any]:
+    return {
+        "httpGet": {"path": path, "port": "http"},
+        "periodSeconds": period,
+        "timeoutSeconds": 3,
+        "failureThreshold": failures,
+    }
+
+
+def _default_affinity(owner: Owner) -> dict[str, Any]:
+    """Prefer one node per host: losing a host then loses one node's partitions, not many."""
+    return {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": naming.selector_labels(owner.name)},
+                    },
+                }
+            ]
+        }
+    }
+
+
+def _container(owner: Owner, spec: StoreSpec, token_secret: str | None) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": "node",
+        "image": spec.image,
+        "imagePullPolicy": spec.image_pull_policy,
+        "command": ["msgstore", "serve"],
+        "envFrom": _env_from(owner, spec),
+        "env": _env(spec, token_secret),
+        "ports": [{"name": "http", "containerPort": spec.port, "protocol": "TCP"}],
+        # Recovery after a crash can take a while: the startup probe gives it up to 10
+        # minutes before liveness applies; readiness turns true once recovery finished.
+        "startupProbe": _probe("/healthz", 5, 120),
+        "livenessProbe": _probe("/healthz", 10, 6),
+        "readinessProbe": _probe("/readyz", 5, 3),
+        "volumeMounts": [
+            {"name": naming.DATA_VOLUME, "mountPath": naming.DATA_DIR},
+            {"name": naming.ROUTING_VOLUME, "mountPath": naming.ROUTING_DIR, "readOnly": True},
+        ],
+    }
+    if spec.resources:
+        container["resources"] = dict(spec.resources)
+    return container
+
+
+def _pod_spec(owner: Owner, spec: StoreSpec, token_secret: str | None) -> dict[str, Any]:
+    tpl = spec.pod_template
+    pod: dict[str, Any] = {
+        # The node never talks to the Kubernetes API.
+        "automountServiceAccountToken": False,
+        # SIGTERM makes the node flush its write cache and write its clean-shutdown marker.
+        "terminationGracePeriodSeconds": spec.termination_grace_period_seconds,
+        "securityContext": {"fsGroup": FS_GROUP, "fsGroupChangePolicy": "OnRootMismatch"},
+        "affinity": dict(tpl.affinity) if tpl.affinity else _default_affinity(owner),
+        "containers": [_container(owner, spec, token_secret)],
+        "volumes": [
+            {
+                "name": naming.ROUTING_VOLUME,
+                "configMap": {"name": naming.routing_config_map_name(owner.name)},
+            }
+        ],
+    }
+    if tpl.node_selector:
+        pod["nodeSelector"] = dict(tpl.node_selector)
+    if tpl.tolerations:
+        pod["tolerations"] = [dict(t) for t in tpl.tolerations]
+    if tpl.priority_class_name:
+        pod["priorityClassName"] = tpl.priority_class_name
+    if spec.image_pull_secrets:
+        pod["imagePullSecrets"] = [{"name": s} for s in spec.image_pull_secrets]
+    return pod
+
+
+def _claim_template(owner: Owner, spec: StoreSpec) -> dict[str, Any]:
+    claim: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": naming.DATA_VOLUME, "labels": naming.selector_labels(owner.name)},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": spec.storage.size}},
+        },
+    }
+    if spec.storage.storage_class_name:
+        claim["spec"]["storageClassName"] = spec.storage.storage_class_name
+    return claim
+
+
+def build_statefulset(
+    owner: Owner, spec: StoreSpec, replicas: int, config_hash: str, token_secret: str | None
+) -> dict[str, Any]:
+    """``replicas`` may differ from the spec while a scale-down is blocked."""
+    tpl = spec.pod_template
+    labels = {**tpl.labels, **naming.common_labels(owner.name, naming.NODE_COMPONENT)}
+    annotations = {**tpl.annotations, naming.CONFIG_HASH_ANNOTATION: config_hash}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": object_meta(owner, naming.statefulset_name(owner.name), naming.NODE_COMPONENT),
+        "spec": {
+            "replicas": replicas,
+            "serviceName": naming.headless_service_name(owner.name),
+            # Nodes are independent (no quorum): start and replace them all at once.
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "RollingUpdate"},
+            # Removed nodes own no partition (scale-down is refused otherwise) but their
+            # volume may still hold consumer offsets: only deletion of the store may drop it.
+            "persistentVolumeClaimRetentionPolicy": {
+                "whenDeleted": "Delete" if spec.storage.delete_claim else "Retain",
+                "whenScaled": "Retain",
+            },
+            "selector": {"matchLabels": naming.selector_labels(owner.name)},
+            "template": {
+                "metadata": {"labels": labels, "annotations": annotations},
+                "spec": _pod_spec(owner, spec, token_secret),
+            },
+            "volumeClaimTemplates": [_claim_template(owner, spec)],
+        },
+    }

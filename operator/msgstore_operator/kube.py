@@ -1,0 +1,151 @@
+"""Minimal typed access to the Kubernetes API for the children the operator manages.
+
+Children are applied with server-side apply under one field manager, and only when the
+desired object changed: each applied child carries a hash of what was applied, so a resumed
+or repeated reconcile that finds the same hash sends nothing (no writes, no new events).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from typing import Any
+
+from kubernetes.client import ApiClient
+from kubernetes.client.rest import ApiException
+
+from . import naming
+
+FIELD_MANAGER = "msgstore-operator"
+
+PLURALS: dict[tuple[str, str], str] = {
+    ("v1", "ConfigMap"): "configmaps",
+    ("v1", "Secret"): "secrets",
+    ("v1", "Service"): "services",
+    ("v1", "ServiceAccount"): "serviceaccounts",
+    ("v1", "Pod"): "pods",
+    ("v1", "PersistentVolumeClaim"): "persistentvolumeclaims",
+    ("apps/v1", "StatefulSet"): "statefulsets",
+    ("policy/v1", "PodDisruptionBudget"): "poddisruptionbudgets",
+    ("batch/v1", "CronJob"): "cronjobs",
+    ("rbac.authorization.k8s.io/v1", "Role"): "roles",
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): "rolebindings",
+}
+
+
+def object_path(api_version: str, kind: str, namespace: str, name: str | None = None) -> str:
+    plural = PLURALS[(api_version, kind)]
+    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    path = f"{base}/namespaces/{namespace}/{plural}"
+    return f"{path}/{name}" if name else path
+
+
+def desired_hash(obj: dict[str, Any]) -> str:
+    """Digest of a desired object, without the annotation that stores it."""
+    clean = copy.deepcopy(obj)
+    clean.get("metadata", {}).get("annotations", {}).pop(naming.APPLIED_HASH_ANNOTATION, None)
+    return hashlib.sha256(json.dumps(clean, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def applied_hash(live: dict[str, Any] | None) -> str | None:
+    if not live:
+        return None
+    annotations = (live.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(naming.APPLIED_HASH_ANNOTATION)
+
+
+class Kube:
+    """Synchronous calls on one ApiClient (kopf runs sync handlers in a thread pool)."""
+
+    def __init__(self, api: ApiClient) -> None:
+        self.api = api
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: object = None,
+        query: list[tuple[str, str]] | None = None,
+        content_type: str = "application/json",
+    ) -> dict[str, Any]:
+        return self.api.call_api(
+            path,
+            method,
+            query_params=query or [],
+            header_params={"Accept": "application/json", "Content-Type": content_type},
+            body=body,
+            response_type="object",
+            auth_settings=["BearerToken"],
+            _return_http_data_only=True,
+            _request_timeout=30,
+        )
+
+    def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self._call("GET", object_path(api_version, kind, namespace, name))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def list(
+        self, api_version: str, kind: str, namespace: str, label_selector: str
+    ) -> list[dict[str, Any]]:
+        result = self._call(
+            "GET",
+            object_path(api_version, kind, namespace),
+            query=[("labelSelector", label_selector)],
+        )
+        return list(result.get("items") or [])
+
+    def apply(self, obj: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """Server-side apply ``obj`` unless the live object already has its hash.
+
+        Returns the live object and whether anything was sent.
+        """
+        meta = obj["metadata"]
+        live = self.get(obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"])
+        digest = desired_hash(obj)
+        if live is not None and applied_hash(live) == digest:
+            return live, False
+        body = copy.deepcopy(obj)
+        body["metadata"].setdefault("annotations", {})[naming.APPLIED_HASH_ANNOTATION] = digest
+        result = self._call(
+            "PATCH",
+            object_path(obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"]),
+            body=body,
+            query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
+            content_type="application/apply-patch+yaml",
+        )
+        return result, True
+
+    def create_if_missing(self, obj: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """Create once, never update (a generated token must not change under clients)."""
+        meta = obj["metadata"]
+        live = self.get(obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"])
+        if live is not None:
+            return live, False
+        try:
+            path = object_path(obj["apiVersion"], obj["kind"], meta["namespace"])
+            return self._call("POST", path, body=obj), True
+        except ApiException as exc:
+            if exc.status == 409:
+                found = self.get(obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"])
+                if found is not None:
+                    return found, False
+            raise
+
+    def delete(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
+        """Delete if present (background propagation); True when something was deleted."""
+        try:
+            self._call(
+                "DELETE",
+                object_path(api_version, kind, namespace, name),
+                body={"propagationPolicy": "Background"},
+            )
+            return True
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise

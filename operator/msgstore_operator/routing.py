@@ -1,0 +1,119 @@
+"""The routing table the operator publishes (format: docs/ROUTING.md, version 1).
+
+Node ids are the pod names (``<name>-<ordinal>``), which is what each pod gets as
+``MSGSTORE_NODE_ID``; addresses are the pods' stable DNS names through the headless Service.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from storage_node.server.routing_table import parse_routing
+
+from . import naming
+from .spec import StoreSpec
+
+
+@dataclass(frozen=True)
+class PublishedTable:
+    """What the currently published table says, in ordinals."""
+
+    generation: int
+    node_count: int
+    owners: dict[str, list[int]]
+    document: dict[str, Any]
+
+
+def ordinal_of(name: str, node_id: str) -> int:
+    """``demo-3`` -> 3 for MessageStore ``demo`` (ValueError for a foreign id)."""
+    prefix = f"{naming.statefulset_name(name)}-"
+    if not node_id.startswith(prefix) or not node_id[len(prefix) :].isdigit():
+        raise ValueError(f"node id {node_id!r} is not a pod of {name!r}")
+    return int(node_id[len(prefix) :])
+
+
+def read_published(name: str, text: str | None) -> PublishedTable | None:
+    """Parse the routing ConfigMap's document; None when there is none yet.
+
+    Raises ValueError (with the validator's message) for a document that is not a valid
+    table of this MessageStore: the operator must not guess owners of existing data.
+    """
+    if not text:
+        return None
+    table = parse_routing(json.loads(text))
+    node_count = len(table.nodes)
+    for index, node in enumerate(table.nodes):
+        if ordinal_of(name, node.id) != index:
+            raise ValueError(f"node {node.id!r} is listed at position {index}")
+    owners = {
+        topic: [ordinal_of(name, owner) for owner in route.owners]
+        for topic, route in table.topics.items()
+    }
+    return PublishedTable(table.generation, node_count, owners, table.to_json())
+
+
+def build_routing_document(
+    name: str,
+    namespace: str,
+    spec: StoreSpec,
+    node_count: int,
+    owners: Mapping[str, Sequence[int]],
+    generation: int,
+    domain: str,
+    previous_topics: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The full document for ``node_count`` nodes and the given owners (ordinals).
+
+    A topic that is published but no longer declared keeps its published configuration
+    (``previous_topics``): its data is still on the nodes.
+    """
+    declared = {t.name: t for t in spec.topics}
+    previous_topics = previous_topics or {}
+    topics: dict[str, Any] = {}
+    for topic in sorted(owners):
+        parts = owners[topic]
+        decl = declared.get(topic)
+        old = previous_topics.get(topic, {})
+        topics[topic] = {
+            "partitions": len(parts),
+            "compression": decl.compression if decl else old.get("compression", "lz4"),
+            "retention_hours": (
+                spec.topic_retention_hours(decl)
+                if decl
+                else float(old.get("retention_hours", spec.retention_hours))
+            ),
+            "owners": [naming.pod_name(name, n) for n in parts],
+        }
+    return {
+        "format": 1,
+        "generation": generation,
+        "managed_by": "operator",
+        "nodes": [
+            {
+                "id": naming.pod_name(name, i),
+                "address": naming.node_address(name, namespace, i, spec.port, domain),
+            }
+            for i in range(node_count)
+        ],
+        "topics": topics,
+    }
+
+
+def with_generation(new_doc: dict[str, Any], previous: PublishedTable | None) -> dict[str, Any]:
+    """Keep the previous generation when nothing changed, else bump it by one (nodes ignore
+    a table whose generation is lower than the one they hold)."""
+    if previous is None:
+        return {**new_doc, "generation": 1}
+    old = {k: v for k, v in previous.document.items() if k != "generation"}
+    new = {k: v for k, v in new_doc.items() if k != "generation"}
+    if old == new:
+        return {**new_doc, "generation": previous.generation}
+    return {**new_doc, "generation": previous.generation + 1}
+
+
+def dumps(doc: Mapping[str, Any]) -> str:
+    """Stable text (sorted keys) so an unchanged table gives an identical ConfigMap."""
+    return json.dumps(doc, sort_keys=True, indent=1)

@@ -1,0 +1,196 @@
+"""The MessageStore spec as typed values, with the same defaults as the CRD.
+
+The API server applies the CRD's defaults, but the builders must also work on a spec read
+from a file or written by hand in a test, so the defaults live here too; a unit test checks
+that both agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    partitions: int = 1
+    compression: str = "lz4"
+    retention_hours: float | None = None
+
+
+@dataclass(frozen=True)
+class StorageSpec:
+    size: str = "10Gi"
+    storage_class_name: str | None = None
+    delete_claim: bool = False
+
+
+@dataclass(frozen=True)
+class FlushSpec:
+    mode: str = "sync"
+    max_age_ms: int = 10
+    max_messages: int = 10000
+    max_bytes: int = 4194304
+
+
+@dataclass(frozen=True)
+class TieringSpec:
+    enabled: bool = False
+    url: str | None = None
+    endpoint: str | None = None
+    credentials_secret: str | None = None
+    upload_after_hours: float = 1.0
+
+
+@dataclass(frozen=True)
+class SparkSpec:
+    image: str = "msgstore-spark:0.1.0"
+    executors: int = 2
+    driver_cores: int = 1
+    driver_memory: str = "1g"
+    executor_cores: int = 1
+    executor_memory: str = "2g"
+
+
+@dataclass(frozen=True)
+class CompactionSpec:
+    mode: str = "node"
+    schedule: str | None = None
+    spark: SparkSpec = field(default_factory=SparkSpec)
+
+
+@dataclass(frozen=True)
+class AuthSpec:
+    enabled: bool = True
+    token_secret: str | None = None
+    token_key: str = "token"
+
+
+@dataclass(frozen=True)
+class PodTemplateSpec:
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    affinity: Mapping[str, Any] | None = None
+    priority_class_name: str | None = None
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    replicas: int = 3
+    image: str = "msgstore:0.1.0"
+    image_pull_policy: str = "IfNotPresent"
+    image_pull_secrets: tuple[str, ...] = ()
+    port: int = 8080
+    termination_grace_period_seconds: int = 60
+    storage: StorageSpec = field(default_factory=StorageSpec)
+    resources: Mapping[str, Any] = field(default_factory=dict)
+    flush: FlushSpec = field(default_factory=FlushSpec)
+    segment_bytes: int = 1073741824
+    index_slots: int = 5000000
+    index_items: int = 20000000
+    retention_hours: float = 168.0
+    topics: tuple[TopicSpec, ...] = ()
+    tiering: TieringSpec = field(default_factory=TieringSpec)
+    compaction: CompactionSpec = field(default_factory=CompactionSpec)
+    auth: AuthSpec = field(default_factory=AuthSpec)
+    pod_template: PodTemplateSpec = field(default_factory=PodTemplateSpec)
+
+    def topic_retention_hours(self, topic: TopicSpec) -> float:
+        return float(
+            topic.retention_hours if topic.retention_hours is not None else self.retention_hours
+        )
+
+
+def _get(raw: Mapping[str, Any] | None, key: str, default: Any) -> Any:
+    if not raw:
+        return default
+    value = raw.get(key)
+    return default if value is None else value
+
+
+def parse_spec(raw: Mapping[str, Any] | None) -> StoreSpec:
+    """Typed spec from the resource's ``spec`` (missing fields get the CRD's defaults)."""
+    raw = raw or {}
+    d = StoreSpec()
+    storage = raw.get("storage") or {}
+    flush = raw.get("flush") or {}
+    index = raw.get("index") or {}
+    tiering = raw.get("tiering") or {}
+    compaction = raw.get("compaction") or {}
+    spark = compaction.get("spark") or {}
+    auth = raw.get("auth") or {}
+    pod = raw.get("podTemplate") or {}
+    ds, dsp = d.storage, SparkSpec()
+    return StoreSpec(
+        replicas=int(_get(raw, "replicas", d.replicas)),
+        image=str(_get(raw, "image", d.image)),
+        image_pull_policy=str(_get(raw, "imagePullPolicy", d.image_pull_policy)),
+        image_pull_secrets=tuple(s["name"] for s in raw.get("imagePullSecrets") or ()),
+        port=int(_get(raw, "port", d.port)),
+        termination_grace_period_seconds=int(
+            _get(raw, "terminationGracePeriodSeconds", d.termination_grace_period_seconds)
+        ),
+        storage=StorageSpec(
+            size=str(_get(storage, "size", ds.size)),
+            storage_class_name=storage.get("storageClassName"),
+            delete_claim=bool(_get(storage, "deleteClaim", ds.delete_claim)),
+        ),
+        resources=dict(raw.get("resources") or {}),
+        flush=FlushSpec(
+            mode=str(_get(flush, "mode", d.flush.mode)),
+            max_age_ms=int(_get(flush, "maxAgeMs", d.flush.max_age_ms)),
+            max_messages=int(_get(flush, "maxMessages", d.flush.max_messages)),
+            max_bytes=int(_get(flush, "maxBytes", d.flush.max_bytes)),
+        ),
+        segment_bytes=int(_get(raw, "segmentBytes", d.segment_bytes)),
+        index_slots=int(_get(index, "slots", d.index_slots)),
+        index_items=int(_get(index, "items", d.index_items)),
+        retention_hours=float(_get(raw, "retentionHours", d.retention_hours)),
+        topics=tuple(
+            TopicSpec(
+                name=str(t["name"]),
+                partitions=int(_get(t, "partitions", 1)),
+                compression=str(_get(t, "compression", "lz4")),
+                retention_hours=(
+                    float(t["retentionHours"]) if t.get("retentionHours") is not None else None
+                ),
+            )
+            for t in raw.get("topics") or ()
+        ),
+        tiering=TieringSpec(
+            enabled=bool(_get(tiering, "enabled", False)),
+            url=tiering.get("url"),
+            endpoint=tiering.get("endpoint"),
+            credentials_secret=tiering.get("credentialsSecret"),
+            upload_after_hours=float(_get(tiering, "uploadAfterHours", 1.0)),
+        ),
+        compaction=CompactionSpec(
+            mode=str(_get(compaction, "mode", "node")),
+            schedule=compaction.get("schedule"),
+            spark=SparkSpec(
+                image=str(_get(spark, "image", dsp.image)),
+                executors=int(_get(spark, "executors", dsp.executors)),
+                driver_cores=int(_get(spark, "driverCores", dsp.driver_cores)),
+                driver_memory=str(_get(spark, "driverMemory", dsp.driver_memory)),
+                executor_cores=int(_get(spark, "executorCores", dsp.executor_cores)),
+                executor_memory=str(_get(spark, "executorMemory", dsp.executor_memory)),
+            ),
+        ),
+        auth=AuthSpec(
+            enabled=bool(_get(auth, "enabled", True)),
+            token_secret=auth.get("tokenSecret"),
+            token_key=str(_get(auth, "tokenKey", "token")),
+        ),
+        pod_template=PodTemplateSpec(
+            labels=dict(pod.get("labels") or {}),
+            annotations=dict(pod.get("annotations") or {}),
+            node_selector=dict(pod.get("nodeSelector") or {}),
+            tolerations=tuple(pod.get("tolerations") or ()),
+            affinity=pod.get("affinity"),
+            priority_class_name=pod.get("priorityClassName"),
+        ),
+    )
