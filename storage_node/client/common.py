@@ -1,0 +1,288 @@
+"""What the sync and asyncio clients share: errors, routing cache, partitioning, batching.
+
+Transport-free on purpose: the two clients differ only in how they send requests.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import threading
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from storage_node import errors as errors_module
+from storage_node.errors import InvalidArgument, MsgStoreError, NotOwner, Unavailable
+from storage_node.server.batch_codec import CONTENT_TYPE as BATCH_CONTENT_TYPE
+from storage_node.server.batch_codec import encode_batch
+from storage_node.server.routing_table import RoutingTable, parse_routing
+from storage_node.store.partitioning import partition_for_key
+
+RETRY_STATUSES = {500, 502, 503, 504}
+_ERROR_CLASSES: dict[str, type[MsgStoreError]] = {
+    cls.code: cls
+    for cls in vars(errors_module).values()
+    if isinstance(cls, type) and issubclass(cls, MsgStoreError)
+}
+
+
+class Unauthenticated(MsgStoreError):
+    code = "unauthenticated"
+    status = 401
+
+
+class Forbidden(MsgStoreError):
+    code = "forbidden"
+    status = 403
+
+
+_ERROR_CLASSES.update({"unauthenticated": Unauthenticated, "forbidden": Forbidden})
+
+
+def error_from_response(status: int, body: Any) -> MsgStoreError:
+    """Rebuild the server's typed error so callers catch the same classes as in-process."""
+    info = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(info, dict):
+        err = MsgStoreError(f"HTTP {status}: {str(body)[:200]}")
+        err.status = status
+        return err
+    code = str(info.get("code", "internal"))
+    message = str(info.get("message", f"HTTP {status}"))
+    details = {k: v for k, v in info.items() if k not in ("code", "message")}
+    cls = _ERROR_CLASSES.get(code)
+    if cls is None:
+        err = MsgStoreError(message, **details)
+        err.code, err.status = code, status
+        return err
+    return cls(message, **details)
+
+
+def normalize_endpoints(endpoint: str | Iterable[str]) -> list[str]:
+    endpoints = [endpoint] if isinstance(endpoint, str) else list(endpoint)
+    out = []
+    for e in endpoints:
+        e = e.strip().rstrip("/")
+        if not e:
+            continue
+        out.append(e if "://" in e else f"http://{e}")
+    if not out:
+        raise InvalidArgument("at least one endpoint is needed")
+    return out
+
+
+def auth_headers(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+@dataclass
+class OutMessage:
+    """A message to produce, normalized from what callers pass."""
+
+    value: bytes
+    key: str | None = None
+    tag: str | None = None
+    msg_id: str | None = None
+    timestamp: int | None = None
+    partition: int | None = None
+
+
+def to_out_message(item: Any) -> OutMessage:
+    """Accept bytes, str, an OutMessage or a dict in the JSON API's message shape."""
+    if isinstance(item, OutMessage):
+        return item
+    if isinstance(item, bytes | bytearray | memoryview):
+        return OutMessage(bytes(item))
+    if isinstance(item, str):
+        return OutMessage(item.encode("utf-8"))
+    if isinstance(item, Mapping):
+        if "value_base64" in item and item["value_base64"] is not None:
+            value = base64.b64decode(item["value_base64"])
+        else:
+            raw = item.get("value")
+            if raw is None:
+                raise InvalidArgument("every message needs a value")
+            value = raw.encode("utf-8") if isinstance(raw, str) else bytes(raw)
+        return OutMessage(
+            value,
+            item.get("key"),
+            item.get("tag"),
+            item.get("msg_id"),
+            item.get("timestamp"),
+            item.get("partition"),
+        )
+    raise InvalidArgument(f"cannot send a message of type {type(item).__name__}")
+
+
+@dataclass
+class SubBatch:
+    """Messages of one produce call that go to one node, with their fixed idempotency id."""
+
+    node_id: str
+    address: str
+    indices: list[int]
+    messages: list[OutMessage]
+    sequence: int
+    body: bytes = b""
+    content_type: str = BATCH_CONTENT_TYPE
+    attempts: int = 0
+    result: Any = field(default=None, repr=False)
+
+
+class RoutingCache:
+    """The client's copy of the routing table, refreshed on 421 answers."""
+
+    def __init__(self, endpoints: list[str]) -> None:
+        self.endpoints = endpoints
+        self.table: RoutingTable | None = None
+        self._rr = itertools.count()
+        self._lock = threading.Lock()
+
+    def update(self, doc: Any) -> RoutingTable:
+        table = parse_routing(doc)
+        with self._lock:
+            if (
+                self.table is None
+                or table.generation >= self.table.generation
+                or (table.managed_by == "standalone")
+            ):
+                self.table = table
+        return self.table  # type: ignore[return-value]
+
+    def node_addresses(self) -> list[str]:
+        if self.table is None:
+            return list(self.endpoints)
+        return [n.address for n in self.table.nodes] or list(self.endpoints)
+
+    def owner(self, topic: str, partition: int) -> tuple[str, str] | None:
+        if self.table is None:
+            return None
+        route = self.table.topics.get(topic)
+        if route is None or partition >= route.partitions:
+            return None
+        owner = route.owners[partition]
+        address = self.table.node_address(owner)
+        return (owner, address) if address else None
+
+    def partitions(self, topic: str) -> int | None:
+        if self.table is None:
+            return None
+        route = self.table.topics.get(topic)
+        return route.partitions if route else None
+
+    def next_rr(self) -> int:
+        return next(self._rr)
+
+
+class SequenceSource:
+    """Producer id + increasing sequence numbers: one per sub-batch, reused on retry."""
+
+    def __init__(self, producer_id: str | None = None) -> None:
+        self.producer_id = producer_id or f"client-{uuid.uuid4().hex}"
+        self._counter = itertools.count()
+        self._lock = threading.Lock()
+
+    def next(self) -> int:
+        with self._lock:
+            return next(self._counter)
+
+
+def plan_sub_batches(
+    routing: RoutingCache,
+    sequences: SequenceSource,
+    topic: str,
+    messages: list[OutMessage],
+    indices: list[int],
+    fallback_address: str,
+) -> list[SubBatch]:
+    """Resolve partitions (as the node would) and group messages by owning node."""
+    partitions = routing.partitions(topic)
+    groups: dict[tuple[str, str], list[int]] = {}
+    if partitions is None:
+        # unknown to our table (new topic or a standalone node): the node decides
+        groups[("?", fallback_address)] = list(range(len(messages)))
+    else:
+        start = routing.next_rr()
+        for i, m in enumerate(messages):
+            if m.partition is None:
+                if m.key is not None:
+                    m.partition = partition_for_key(m.key, partitions)
+                else:
+                    m.partition = (start + i) % partitions
+            owner = routing.owner(topic, m.partition) or ("?", fallback_address)
+            groups.setdefault(owner, []).append(i)
+    batches = []
+    for (node_id, address), members in groups.items():
+        sub = [messages[i] for i in members]
+        batches.append(
+            SubBatch(
+                node_id,
+                address,
+                [indices[i] for i in members],
+                sub,
+                sequences.next(),
+            )
+        )
+    return batches
+
+
+def encode_sub_batch(batch: SubBatch, producer_id: str, binary: bool = True) -> None:
+    """Fill ``body`` once, so every retry sends identical bytes."""
+    ms = batch.messages
+    if binary:
+        batch.content_type = BATCH_CONTENT_TYPE
+        batch.body = encode_batch(
+            [m.value for m in ms],
+            keys=[m.key for m in ms],
+            tags=[m.tag for m in ms],
+            msg_ids=[m.msg_id for m in ms],
+            timestamps=[m.timestamp for m in ms],
+            partitions=[m.partition for m in ms],
+            producer_id=producer_id,
+            sequence=batch.sequence,
+        )
+        return
+    import json
+
+    items = []
+    for m in ms:
+        item: dict[str, Any] = {}
+        try:
+            item["value"] = m.value.decode("utf-8")
+        except UnicodeDecodeError:
+            item["value_base64"] = base64.b64encode(m.value).decode("ascii")
+        for name in ("key", "tag", "msg_id", "timestamp", "partition"):
+            v = getattr(m, name)
+            if v is not None:
+                item[name] = v
+        items.append(item)
+    batch.content_type = "application/json"
+    batch.body = json.dumps(
+        {"messages": items, "producer_id": producer_id, "sequence": batch.sequence}
+    ).encode()
+
+
+def results_from_answer(batch: SubBatch, answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """Turn either answer shape (JSON rows or binary columns) into result dicts."""
+    if "results" in answer:
+        return list(answer["results"])
+    return [
+        {"partition": p, "offset": o, "msg_id": i}
+        for p, o, i in zip(answer["partitions"], answer["offsets"], answer["msg_ids"], strict=True)
+    ]
+
+
+def is_retryable(err: BaseException) -> bool:
+    if isinstance(err, Unavailable):
+        return True
+    if isinstance(err, MsgStoreError):
+        return err.status in RETRY_STATUSES and err.code != "corrupt_data"
+    return False
+
+
+def redirect_target(err: BaseException) -> str | None:
+    if isinstance(err, NotOwner):
+        owner = err.details.get("owner")
+        return str(owner) if owner else None
+    return None

@@ -1,0 +1,286 @@
+"""A local cluster: N node processes on loopback sharing one routing file.
+
+``msgstore local up/down`` and ``make run`` use it, and so do tests. Layout of DIR:
+``routing.json`` (docs/ROUTING.md), ``cluster.json`` (pids, ports), ``node-<i>/`` (each
+node's data directory, with ``node.log``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import requests
+
+from storage_node.errors import InvalidArgument, Unavailable
+from storage_node.server.routing_state import read_routing_file, write_routing_file
+from storage_node.server.routing_table import NodeEntry, RoutingTable, new_local_table
+
+STATE_FILE = "cluster.json"
+ROUTING_FILE = "routing.json"
+
+
+@dataclass
+class NodeProcess:
+    id: str
+    address: str
+    port: int
+    pid: int
+    data_dir: str
+    log: str
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie child of ours counts as gone
+        waited, _ = os.waitpid(pid, os.WNOHANG)
+        return waited == 0
+    except ChildProcessError:
+        return True
+
+
+def _is_our_node(pid: int, data_dir: str) -> bool:
+    """Only signal a process whose command line is our node for that directory."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return _alive(pid)
+    return data_dir.encode() in cmdline and any(b"storage_node" in part for part in cmdline)
+
+
+def node_command(
+    node: NodeProcess, routing_file: str, host: str, extra_args: list[str] | None = None
+) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "storage_node.cli",
+        "serve",
+        "--data-dir",
+        node.data_dir,
+        "--host",
+        host,
+        "--port",
+        str(node.port),
+        "--node-id",
+        node.id,
+        "--routing-file",
+        routing_file,
+        *(extra_args or []),
+    ]
+
+
+class LocalCluster:
+    """Start, stop and restart the node processes of one cluster directory."""
+
+    def __init__(self, data_dir: str | os.PathLike[str], host: str = "127.0.0.1") -> None:
+        self.dir = Path(data_dir).resolve()
+        self.host = host
+        self.nodes: list[NodeProcess] = []
+        self.env: dict[str, str] = {}
+        self.extra_args: list[str] = []
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        state = self.dir / STATE_FILE
+        if state.exists():
+            doc = json.loads(state.read_text())
+            self.nodes = [NodeProcess(**n) for n in doc.get("nodes", [])]
+            self.env = doc.get("env", {})
+            self.extra_args = doc.get("extra_args", [])
+
+    @property
+    def routing_file(self) -> str:
+        return str(self.dir / ROUTING_FILE)
+
+    @property
+    def addresses(self) -> list[str]:
+        return [n.address for n in self.nodes]
+
+    def _save(self) -> None:
+        doc = {
+            "nodes": [asdict(n) for n in self.nodes],
+            "env": self.env,
+            "extra_args": self.extra_args,
+        }
+        tmp = self.dir / (STATE_FILE + ".tmp")
+        tmp.write_text(json.dumps(doc, indent=2) + "\n")
+        os.replace(tmp, self.dir / STATE_FILE)
+
+    def running(self) -> list[NodeProcess]:
+        return [
+            n for n in self.nodes if n.pid and _alive(n.pid) and _is_our_node(n.pid, n.data_dir)
+        ]
+
+    def up(
+        self,
+        nodes: int = 3,
+        base_port: int | None = None,
+        env: dict[str, str] | None = None,
+        extra_args: list[str] | None = None,
+        timeout: float = 60.0,
+    ) -> list[NodeProcess]:
+        """Start every node (a restart keeps topics and data); returns once all are ready."""
+        if not 1 <= nodes <= 64:
+            raise InvalidArgument("a local cluster has 1 to 64 nodes")
+        if self.running():
+            raise InvalidArgument(
+                f"a cluster is already running in {self.dir}; stop it with 'msgstore local down'"
+            )
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.env = dict(env or {})
+        self.extra_args = list(extra_args or [])
+        self.nodes = []
+        for i in range(nodes):
+            port = base_port + i if base_port else _free_port(self.host)
+            node_dir = self.dir / f"node-{i}"
+            node_dir.mkdir(exist_ok=True)
+            self.nodes.append(
+                NodeProcess(
+                    id=f"node-{i}",
+                    address=f"http://{self.host}:{port}",
+                    port=port,
+                    pid=0,
+                    data_dir=str(node_dir),
+                    log=str(node_dir / "node.log"),
+                )
+            )
+        self._write_routing()
+        for node in self.nodes:
+            self._spawn(node)
+        self._save()
+        self.wait_ready(timeout)
+        return self.nodes
+
+    def _write_routing(self) -> None:
+        """Keep topics of an earlier run; node addresses follow this run's ports."""
+        entries = tuple(NodeEntry(n.id, n.address) for n in self.nodes)
+        if Path(self.routing_file).exists():
+            old = read_routing_file(self.routing_file)
+            owners = {o for t in old.topics.values() for o in t.owners}
+            missing = owners - {n.id for n in self.nodes}
+            if missing:
+                raise InvalidArgument(
+                    f"nodes {sorted(missing)} own partitions in {self.routing_file}; "
+                    "start at least as many nodes as before"
+                )
+            table = RoutingTable(old.generation + 1, "local", entries, old.topics, old.raw)
+        else:
+            table = new_local_table([(n.id, n.address) for n in self.nodes])
+        write_routing_file(self.routing_file, table)
+
+    def _spawn(self, node: NodeProcess) -> None:
+        env = {**os.environ, **self.env}
+        log = open(node.log, "ab")  # noqa: SIM115 - handed to the child process
+        try:
+            proc = subprocess.Popen(
+                node_command(node, self.routing_file, self.host, self.extra_args),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
+        finally:
+            log.close()
+        node.pid = proc.pid
+        self._procs[node.id] = proc
+
+    def wait_ready(self, timeout: float = 60.0, nodes: list[NodeProcess] | None = None) -> None:
+        deadline = time.monotonic() + timeout
+        for node in nodes or self.nodes:
+            while True:
+                if not _alive(node.pid):
+                    raise Unavailable(
+                        f"node {node.id} exited during startup; log {node.log}:\n"
+                        + self._log_tail(node)
+                    )
+                try:
+                    if requests.get(node.address + "/readyz", timeout=2).status_code == 200:
+                        break
+                except requests.RequestException:
+                    pass
+                if time.monotonic() > deadline:
+                    raise Unavailable(f"node {node.id} not ready after {timeout}s; log {node.log}")
+                time.sleep(0.05)
+
+    @staticmethod
+    def _log_tail(node: NodeProcess, lines: int = 20) -> str:
+        try:
+            return "\n".join(Path(node.log).read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def node(self, node_id: str) -> NodeProcess:
+        for n in self.nodes:
+            if n.id == node_id:
+                return n
+        raise InvalidArgument(f"no node {node_id!r} in {self.dir}")
+
+    def kill(self, node_id: str, sig: int = signal.SIGKILL) -> None:
+        """Signal one node (SIGKILL by default: a crash) and wait until it is gone."""
+        node = self.node(node_id)
+        if node.pid and _alive(node.pid) and _is_our_node(node.pid, node.data_dir):
+            os.kill(node.pid, sig)
+            self._wait_exit(node, 30.0)
+
+    def restart(self, node_id: str, timeout: float = 60.0) -> NodeProcess:
+        """Start a stopped node again on the same port and data directory."""
+        node = self.node(node_id)
+        if node.pid and _alive(node.pid):
+            raise InvalidArgument(f"node {node_id} is still running")
+        self._spawn(node)
+        self._save()
+        self.wait_ready(timeout, [node])
+        return node
+
+    def _wait_exit(self, node: NodeProcess, timeout: float) -> bool:
+        proc = self._procs.get(node.id)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc is not None:
+                if proc.poll() is not None:
+                    return True
+            elif not _alive(node.pid):
+                return True
+            time.sleep(0.05)
+        return False
+
+    def down(self, timeout: float = 30.0) -> list[str]:
+        """SIGTERM every node (flush + clean shutdown), SIGKILL stragglers; returns stopped ids."""
+        stopped = []
+        for node in self.nodes:
+            if node.pid and _alive(node.pid) and _is_our_node(node.pid, node.data_dir):
+                os.kill(node.pid, signal.SIGTERM)
+                stopped.append(node.id)
+        for node in self.nodes:
+            if node.id in stopped and not self._wait_exit(node, timeout):
+                os.kill(node.pid, signal.SIGKILL)
+                self._wait_exit(node, 10.0)
+        for node in self.nodes:
+            node.pid = 0
+        if self.dir.exists():
+            self._save()
+        return stopped
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()

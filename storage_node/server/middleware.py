@@ -1,0 +1,125 @@
+"""Request middleware: JSON errors with the right status, token auth, request metrics."""
+
+from __future__ import annotations
+
+import errno
+import hmac
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from storage_node.errors import DiskFull, MsgStoreError
+
+log = logging.getLogger(__name__)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+DISK_FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+OPEN_PATHS = ("/healthz", "/readyz", "/metrics")
+HTTP_CODES = {
+    400: "invalid_argument",
+    401: "unauthenticated",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "request_too_large",
+    415: "unsupported_media_type",
+}
+
+
+def error_response(status: int, code: str, message: str, **details: object) -> web.Response:
+    body: dict[str, object] = {"code": code, "message": message}
+    body.update(details)
+    headers = {}
+    if status == 503:
+        headers["Retry-After"] = "1"
+    return web.json_response({"error": body}, status=status, headers=headers)
+
+
+def _error_from_exception(exc: BaseException) -> web.Response:
+    if isinstance(exc, MsgStoreError):
+        if exc.status >= 500 and exc.status not in (503, 507):
+            log.error("request failed: %s: %s", exc.code, exc.message)
+        return web.json_response(
+            exc.to_json(),
+            status=exc.status,
+            headers={"Retry-After": "1"} if exc.status == 503 else {},
+        )
+    if isinstance(exc, web.HTTPException):
+        if exc.status == 413:
+            return error_response(
+                413, "request_too_large", "the request body exceeds the node's size limit"
+            )
+        code = HTTP_CODES.get(exc.status, "http_error")
+        return error_response(exc.status, code, exc.reason or code)
+    if isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS:
+        err = DiskFull(f"the data disk cannot take more bytes: {exc.strerror}")
+        return web.json_response(err.to_json(), status=err.status)
+    log.exception("unexpected error", exc_info=exc)
+    return error_response(500, "internal", f"internal error: {type(exc).__name__}")
+
+
+@web.middleware
+async def errors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every failure becomes ``{"error": {"code", "message", ...}}`` with its status."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return _error_from_exception(exc)
+    except Exception as exc:  # noqa: BLE001 - the catch-all that turns crashes into 500s
+        return _error_from_exception(exc)
+
+
+def auth_middleware(token: str, read_token: str) -> Callable[..., Awaitable[web.StreamResponse]]:
+    """Bearer-token auth on /v1: 401 without a valid token, 403 for a read token writing."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if not token or not request.path.startswith("/v1"):
+            return await handler(request)
+        header = request.headers.get("Authorization", "")
+        scheme, _, given = header.partition(" ")
+        if scheme.lower() != "bearer" or not given:
+            return _unauthenticated("missing 'Authorization: Bearer <token>' header")
+        given = given.strip()
+        if hmac.compare_digest(given.encode(), token.encode()):
+            return await handler(request)
+        if read_token and hmac.compare_digest(given.encode(), read_token.encode()):
+            if request.method in ("GET", "HEAD", "OPTIONS"):
+                return await handler(request)
+            return error_response(
+                403, "forbidden", "this token may only read; writes need the full token"
+            )
+        return _unauthenticated("the bearer token is not valid")
+
+    return middleware
+
+
+def _unauthenticated(message: str) -> web.Response:
+    resp = error_response(401, "unauthenticated", message)
+    resp.headers["WWW-Authenticate"] = 'Bearer realm="msgstore"'
+    return resp
+
+
+def metrics_middleware(metrics: object) -> Callable[..., Awaitable[web.StreamResponse]]:
+    """Count and time requests by route pattern (never by raw path: bounded labels)."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        started = time.perf_counter()
+        status = 500
+        try:
+            response = await handler(request)
+            status = response.status
+            return response
+        finally:
+            info = request.match_info.route.resource
+            route = info.canonical if info is not None else "unmatched"
+            metrics.requests.labels(request.method, route, str(status)).inc()  # type: ignore[attr-defined]
+            metrics.latency.labels(request.method, route).observe(  # type: ignore[attr-defined]
+                time.perf_counter() - started
+            )
+
+    return middleware

@@ -1,0 +1,93 @@
+"""Parsing of path, query and body parameters into typed values with clear 400 errors."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from aiohttp import web
+
+from storage_node.errors import InvalidArgument, InvalidName
+from storage_node.server.routing_table import check_topic_name
+
+MAX_INT64 = 2**63 - 1
+GROUP_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
+FILE_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
+FILE_KINDS = ("segment", "key_index")
+
+
+def topic_param(request: web.Request) -> str:
+    return check_topic_name(request.match_info["topic"])
+
+
+def group_param(request: web.Request) -> str:
+    group = request.match_info["group"]
+    if not GROUP_NAME_RE.match(group) or group in (".", ".."):
+        raise InvalidName(f"invalid consumer group name {group!r}")
+    return group
+
+
+def file_params(request: web.Request) -> tuple[str, str]:
+    kind, name = request.match_info["kind"], request.match_info["name"]
+    if kind not in FILE_KINDS:
+        raise InvalidArgument(f"file kind must be one of {FILE_KINDS}, got {kind!r}")
+    if not FILE_NAME_RE.match(name) or name in (".", ".."):
+        raise InvalidName(f"invalid file name {name!r}")
+    return kind, name
+
+
+def int_value(name: str, raw: Any, low: int = 0, high: int = MAX_INT64) -> int:
+    if isinstance(raw, str):
+        text = raw.strip()
+        if not re.fullmatch(r"-?[0-9]{1,19}", text):
+            raise InvalidArgument(f"{name} must be an integer, got {raw!r}")
+        raw = int(text)
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise InvalidArgument(f"{name} must be an integer")
+    if not low <= raw <= high:
+        raise InvalidArgument(f"{name} must be between {low} and {high}, got {raw}")
+    return raw
+
+
+def query_int(
+    request: web.Request, name: str, default: int | None, low: int = 0, high: int = MAX_INT64
+) -> int | None:
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        return default
+    return int_value(name, raw, low, high)
+
+
+def path_int(request: web.Request, name: str, low: int = 0, high: int = MAX_INT64) -> int:
+    return int_value(name, request.match_info[name], low, high)
+
+
+def scope_param(request: web.Request) -> str:
+    scope = request.query.get("scope", "cluster")
+    if scope not in ("cluster", "local"):
+        raise InvalidArgument(f"scope must be 'cluster' or 'local', got {scope!r}")
+    return scope
+
+
+async def json_body(request: web.Request) -> Any:
+    """The request body as JSON (400 when it is not)."""
+    raw = await request.read()
+    if not raw:
+        raise InvalidArgument("the request needs a JSON body")
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidArgument(f"the body is not valid JSON: {exc}") from None
+
+
+def require_object(body: Any, allowed: set[str], required: set[str]) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise InvalidArgument("the body must be a JSON object")
+    unknown = set(body) - allowed
+    if unknown:
+        raise InvalidArgument(f"unknown fields: {', '.join(sorted(unknown))}")
+    missing = required - set(body)
+    if missing:
+        raise InvalidArgument(f"missing fields: {', '.join(sorted(missing))}")
+    return body

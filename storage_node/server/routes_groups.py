@@ -1,0 +1,77 @@
+"""Consumer-group routes: commit a partition's offset, read a group's committed offsets."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from aiohttp import web
+
+from storage_node.errors import InvalidArgument
+from storage_node.server.app_keys import runtime_of
+from storage_node.server.params import (
+    group_param,
+    int_value,
+    json_body,
+    require_object,
+    scope_param,
+)
+from storage_node.server.routes_topics import get_topic_config
+from storage_node.server.routing_table import check_topic_name
+
+
+async def commit_offset(request: web.Request) -> web.Response:
+    rt = runtime_of(request)
+    group = group_param(request)
+    body = require_object(
+        await json_body(request), {"topic", "partition", "offset"}, {"topic", "partition", "offset"}
+    )
+    topic = check_topic_name(body["topic"])
+    partition = int_value("partition", body["partition"], 0, 1023)
+    offset = int_value("offset", body["offset"])
+    cfg = await get_topic_config(rt, topic)
+    if partition >= cfg.partitions:
+        raise InvalidArgument(f"partition {partition} does not exist in topic {topic!r}")
+    rt.routing.check_owner(topic, partition)
+    store = rt.require_writable()
+    await rt.in_thread(store.commit_offset, group, topic, partition, offset)
+    return web.json_response(
+        {"group": group, "topic": topic, "partition": partition, "offset": offset}
+    )
+
+
+async def committed_offsets(request: web.Request) -> web.Response:
+    rt = runtime_of(request)
+    group = group_param(request)
+    scope = scope_param(request)
+    topic = request.query.get("topic") or None
+    if topic is not None:
+        check_topic_name(topic)
+        await get_topic_config(rt, topic)
+    store = rt.require_store()
+    local = await rt.in_thread(store.committed_offsets, group, topic)
+    offsets: dict[str, dict[str, int]] = {
+        t: {str(p): o for p, o in parts.items()} for t, parts in local.items()
+    }
+    unreachable: list[str] = []
+    if scope == "cluster":
+        params = {"scope": "local"}
+        if topic:
+            params["topic"] = topic
+        peers = rt.routing.peers()
+        answers: list[Any] = await asyncio.gather(
+            *(rt.peer_get(addr, request.path, params) for _, addr in peers),
+            return_exceptions=True,
+        )
+        for (peer_id, _), answer in zip(peers, answers, strict=True):
+            if isinstance(answer, BaseException):
+                unreachable.append(peer_id)
+            elif answer is not None:
+                for t, parts in answer["offsets"].items():
+                    offsets.setdefault(t, {}).update(parts)
+    return web.json_response({"group": group, "offsets": offsets, "unreachable_nodes": unreachable})
+
+
+def register(app: web.Application) -> None:
+    app.router.add_post("/v1/consumer-groups/{group}/offsets", commit_offset)
+    app.router.add_get("/v1/consumer-groups/{group}/offsets", committed_offsets)

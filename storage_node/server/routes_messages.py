@@ -1,0 +1,252 @@
+"""Message routes: produce (JSON or binary batches), read by offset/time, key and ID lookups."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import zlib
+from typing import Any
+
+from aiohttp import web
+
+from storage_node.errors import InvalidArgument, InvalidBatch, NotFound
+from storage_node.server.app_keys import metrics_of, runtime_of
+from storage_node.server.batch_codec import CONTENT_TYPE as BATCH_CONTENT_TYPE
+from storage_node.server.batch_codec import decode_batch
+from storage_node.server.message_json import message_to_json, parse_batch_json
+from storage_node.server.params import path_int, query_int, scope_param, topic_param
+from storage_node.server.routes_topics import get_topic_config
+from storage_node.server.runtime import NodeRuntime
+
+MAX_READ_MESSAGES = 10_000
+MAX_READ_BYTES = 64 * 1024 * 1024
+MAX_LOOKUP = 10_000
+
+
+def _assign_partitions(
+    rt: NodeRuntime,
+    topic: str,
+    partitions: int,
+    keys: list[str | None],
+    given: list[int | None],
+) -> list[int]:
+    """Resolve every message's partition and check this node owns each (421 if not)."""
+    owned = rt.routing.owned_partitions(topic, partitions)
+    out: list[int] = []
+    rr_needed = False
+    for key, part in zip(keys, given, strict=True):
+        if part is not None:
+            out.append(part)
+        elif key is not None:
+            out.append(zlib.crc32(key.encode("utf-8")) % partitions)
+        else:
+            out.append(-1)
+            rr_needed = True
+    if rr_needed:
+        if not owned:
+            # nothing owned here: name the owner of the partition the message would go to
+            rt.routing.check_owner(topic, rt.next_round_robin(topic, list(range(partitions))))
+        out = [rt.next_round_robin(topic, owned) if p < 0 else p for p in out]
+    distinct = set(out)
+    bad = [p for p in distinct if p >= partitions]
+    if bad:
+        raise InvalidBatch(
+            f"partition {min(bad)} does not exist: topic {topic!r} has {partitions} partitions"
+        )
+    if len(owned) != partitions:
+        for p in sorted(distinct):
+            rt.routing.check_owner(topic, p)
+    return out
+
+
+async def produce(request: web.Request) -> web.Response:
+    rt = runtime_of(request)
+    metrics = metrics_of(request)
+    topic = topic_param(request)
+    store = rt.require_writable()
+    content_type = request.content_type
+    if content_type not in (BATCH_CONTENT_TYPE, "application/json"):
+        raise web.HTTPUnsupportedMediaType(
+            reason=f"send application/json or {BATCH_CONTENT_TYPE}, not {content_type}"
+        )
+    body = await request.read()
+    cfg = await get_topic_config(rt, topic)
+    binary = content_type == BATCH_CONTENT_TYPE
+    if binary:
+        batch = decode_batch(body)
+        if not len(batch):
+            raise InvalidBatch("the batch holds no messages")
+        if len(batch) > rt.settings.max_batch_messages:
+            raise InvalidBatch(
+                f"a batch holds at most {rt.settings.max_batch_messages} messages, got {len(batch)}"
+            )
+        values, keys, tags = batch.values, batch.keys, batch.tags
+        msg_ids, stamps, given = batch.msg_ids, batch.timestamps, batch.partitions
+        producer_id, sequence = batch.producer_id, batch.sequence
+        if (producer_id is None) != (sequence is None):
+            raise InvalidBatch("producer id and sequence go together")
+    else:
+        try:
+            doc = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise InvalidBatch(f"the body is not valid JSON: {exc}") from None
+        items, producer_id, sequence = parse_batch_json(doc, rt.settings.max_batch_messages)
+        values = [m["value"] for m in items]
+        keys = [m["key"] for m in items]
+        tags = [m["tag"] for m in items]
+        msg_ids = [m["msg_id"] for m in items]
+        stamps = [m["timestamp"] for m in items]
+        given = [m["partition"] for m in items]
+    parts = _assign_partitions(rt, topic, cfg.partitions, keys, given)
+    from storage_node.store import MessageIn
+
+    messages = list(map(MessageIn, values, keys, tags, msg_ids, stamps, parts))
+    started = time.perf_counter()
+    future = store.submit(topic, messages, producer_id=producer_id, sequence=sequence)
+    results = await asyncio.wrap_future(future)
+    metrics.append_seconds.observe(time.perf_counter() - started)
+    metrics.append_batches.labels("binary" if binary else "json").inc()
+    metrics.appended_messages.inc(len(messages))
+    metrics.appended_bytes.inc(sum(map(len, values)))
+    if binary:
+        return web.json_response(
+            {
+                "count": len(results),
+                "partitions": [r.partition for r in results],
+                "offsets": [r.offset for r in results],
+                "msg_ids": [r.msg_id for r in results],
+            }
+        )
+    return web.json_response(
+        {
+            "results": [
+                {"partition": r.partition, "offset": r.offset, "msg_id": r.msg_id} for r in results
+            ]
+        }
+    )
+
+
+async def read_partition(request: web.Request) -> web.Response:
+    rt = runtime_of(request)
+    topic = topic_param(request)
+    partition = path_int(request, "partition", 0, 1023)
+    cfg = await get_topic_config(rt, topic)
+    if partition >= cfg.partitions:
+        raise InvalidArgument(
+            f"partition {partition} does not exist: topic {topic!r} has {cfg.partitions}"
+        )
+    rt.routing.check_owner(topic, partition)
+    store = rt.require_store()
+    offset = query_int(request, "offset", None)
+    start_time = query_int(request, "start_time", None)
+    end_time = query_int(request, "end_time", None)
+    if offset is not None and start_time is not None:
+        raise InvalidArgument("give either offset or start_time, not both")
+    max_messages = query_int(request, "max_messages", 100, 1, MAX_READ_MESSAGES)
+    max_bytes = query_int(request, "max_bytes", 1024 * 1024, 1, MAX_READ_BYTES)
+    tag = request.query.get("tag") or None
+
+    def work() -> dict[str, Any]:
+        start = offset
+        if start_time is not None:
+            start = store.offset_for_timestamp(topic, partition, start_time)
+        if start is None:
+            start = store.partition_offsets(topic)[partition][0]
+        result = store.read(
+            topic, partition, start, max_messages=max_messages, max_bytes=max_bytes, tag=tag
+        )
+        messages = result.messages
+        next_offset = result.next_offset
+        end_reached = False
+        if end_time is not None:
+            for i, m in enumerate(messages):
+                if m.store_timestamp > end_time:
+                    messages = messages[:i]
+                    next_offset = m.offset
+                    end_reached = True
+                    break
+        doc: dict[str, Any] = {
+            "messages": [message_to_json(m) for m in messages],
+            "next_offset": next_offset,
+        }
+        if end_time is not None:
+            doc["end_reached"] = end_reached
+        return doc
+
+    return web.json_response(await rt.in_thread(work))
+
+
+def _newest_first(doc: dict[str, Any]) -> tuple[int, int, str]:
+    return (doc["store_timestamp"], doc["timestamp"], doc["msg_id"])
+
+
+async def lookup_key(request: web.Request) -> web.Response:
+    rt = runtime_of(request)
+    topic = topic_param(request)
+    key = request.match_info["key"]
+    scope = scope_param(request)
+    begin = query_int(request, "begin", 0)
+    end = query_int(request, "end", 2**63 - 1)
+    max_count = query_int(request, "max", 32, 1, MAX_LOOKUP)
+    assert begin is not None and end is not None and max_count is not None
+    if begin > end:
+        raise InvalidArgument(f"begin ({begin}) is after end ({end})")
+    await get_topic_config(rt, topic)
+    store = rt.require_store()
+    result = await rt.in_thread(store.lookup_key, topic, key, begin, end, max_count)
+    messages = [message_to_json(m) for m in result.messages]
+    limit_reached = bool(result.limit_reached)
+    unreachable: list[str] = []
+    if scope == "cluster":
+        params = {"scope": "local", "begin": str(begin), "end": str(end), "max": str(max_count)}
+        peers = rt.routing.peers()
+        answers = await asyncio.gather(
+            *(rt.peer_get(addr, request.path, params) for _, addr in peers),
+            return_exceptions=True,
+        )
+        for (peer_id, _), answer in zip(peers, answers, strict=True):
+            if isinstance(answer, BaseException):
+                unreachable.append(peer_id)
+            elif answer is not None:
+                messages.extend(answer["messages"])
+                limit_reached = limit_reached or bool(answer.get("limit_reached"))
+        messages.sort(key=_newest_first, reverse=True)
+        if len(messages) > max_count:
+            messages = messages[:max_count]
+            limit_reached = True
+    return web.json_response(
+        {"messages": messages, "limit_reached": limit_reached, "unreachable_nodes": unreachable}
+    )
+
+
+async def get_message(request: web.Request) -> web.Response:
+    rt = runtime_of(request)
+    msg_id = request.match_info["msg_id"]
+    scope = scope_param(request)
+    store = rt.require_store()
+    try:
+        message = await rt.in_thread(store.get_message, msg_id)
+        return web.json_response(message_to_json(message))
+    except NotFound:
+        if scope == "local":
+            raise
+    peers = rt.routing.peers()
+    answers = await asyncio.gather(
+        *(rt.peer_get(addr, request.path, {"scope": "local"}) for _, addr in peers),
+        return_exceptions=True,
+    )
+    unreachable = [
+        pid for (pid, _), a in zip(peers, answers, strict=True) if isinstance(a, BaseException)
+    ]
+    for answer in answers:
+        if isinstance(answer, dict):
+            return web.json_response(answer)
+    raise NotFound(f"no message with ID {msg_id!r}", unreachable_nodes=unreachable)
+
+
+def register(app: web.Application) -> None:
+    app.router.add_post("/v1/topics/{topic}/messages", produce)
+    app.router.add_get("/v1/topics/{topic}/partitions/{partition}/messages", read_partition)
+    app.router.add_get("/v1/topics/{topic}/keys/{key}", lookup_key)
+    app.router.add_get("/v1/messages/{msg_id}", get_message)

@@ -1,0 +1,192 @@
+"""The node's live copy of the routing table: reload on change, ownership checks, topic adds.
+
+The file is the shared truth (written by the launcher, a node of a ``local`` cluster, or the
+operator). A bad document never replaces a good one: it is logged and ignored.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from storage_node.errors import InvalidArgument, NotOwner, TopicConflict
+from storage_node.server.routing_table import (
+    RoutingTable,
+    TopicRoute,
+    parse_routing,
+    standalone_table,
+)
+
+log = logging.getLogger(__name__)
+
+
+def write_routing_file(path: str | os.PathLike[str], table: RoutingTable) -> None:
+    """Atomically replace the routing file: temp file, fsync, rename, fsync the folder."""
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+    data = json.dumps(table.to_json(), indent=2, sort_keys=True).encode() + b"\n"
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, target)
+    dir_fd = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def read_routing_file(path: str | os.PathLike[str]) -> RoutingTable:
+    with open(path, "rb") as fh:
+        raw = fh.read()
+    try:
+        doc = json.loads(raw)
+    except ValueError as exc:
+        raise InvalidArgument(f"routing file {path} is not JSON: {exc}") from None
+    return parse_routing(doc)
+
+
+class RoutingState:
+    """Holds the current table and answers 'who owns this partition?'."""
+
+    def __init__(
+        self,
+        node_id: str,
+        address: str,
+        routing_file: str | None,
+        local_topics: Callable[[], dict[str, dict[str, Any]]],
+    ) -> None:
+        self.node_id = node_id
+        self.address = address
+        self.path = routing_file or None
+        self._local_topics = local_topics
+        self._stamp: tuple[int, int, int] | None = None
+        self._lock = threading.Lock()
+        self.table: RoutingTable = standalone_table(node_id, address, {})
+        self.last_error: str | None = None
+        if self.path:
+            self.refresh_if_changed()
+
+    @property
+    def standalone(self) -> bool:
+        return self.path is None
+
+    def current(self) -> RoutingTable:
+        if self.standalone:
+            return standalone_table(self.node_id, self.address, self._local_topics())
+        return self.table
+
+    def refresh_if_changed(self) -> bool:
+        """Reload the file if its stat changed; True when a new table was taken."""
+        if not self.path:
+            return False
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            self.last_error = f"routing file {self.path} does not exist"
+            return False
+        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        if stamp == self._stamp:
+            return False
+        with self._lock:
+            try:
+                table = read_routing_file(self.path)
+            except (OSError, InvalidArgument) as exc:
+                self.last_error = str(exc)
+                log.error("ignoring routing file: %s", exc)
+                self._stamp = stamp
+                return False
+            self._stamp = stamp
+            if table.generation < self.table.generation:
+                log.warning(
+                    "ignoring routing generation %d older than %d",
+                    table.generation,
+                    self.table.generation,
+                )
+                return False
+            changed = table != self.table
+            self.table = table
+            self.last_error = None
+            return changed
+
+    def route(self, topic: str) -> TopicRoute | None:
+        if self.standalone:
+            return None
+        route = self.table.topics.get(topic)
+        if route is None and self.refresh_if_changed():
+            route = self.table.topics.get(topic)
+        return route
+
+    def check_owner(self, topic: str, partition: int) -> None:
+        """Raise NotOwner (421) naming the owner if another node owns the partition."""
+        route = self.route(topic)
+        if route is None or not 0 <= partition < route.partitions:
+            return  # not routed: this node serves it (or the store rejects the partition)
+        owner = route.owners[partition]
+        if owner == self.node_id:
+            return
+        if self.refresh_if_changed():
+            self.check_owner(topic, partition)
+            return
+        address = self.table.node_address(owner)
+        raise NotOwner(
+            f"partition {partition} of topic {topic!r} is owned by node {owner!r} at {address}",
+            topic=topic,
+            partition=partition,
+            owner=address,
+            owner_id=owner,
+        )
+
+    def owned_partitions(self, topic: str, partitions: int) -> list[int]:
+        route = self.route(topic)
+        if route is None:
+            return list(range(partitions))
+        return [p for p, o in enumerate(route.owners) if o == self.node_id]
+
+    def peers(self) -> list[tuple[str, str]]:
+        """(id, address) of every other node."""
+        table = self.current()
+        return [(n.id, n.address) for n in table.nodes if n.id != self.node_id]
+
+    def add_topic(
+        self, name: str, partitions: int, compression: str, retention_hours: float
+    ) -> TopicRoute:
+        """Add a topic to a ``local``-managed file under an exclusive lock (idempotent)."""
+        assert self.path
+        wanted = {
+            "partitions": partitions,
+            "compression": compression,
+            "retention_hours": float(retention_hours),
+        }
+        with open(self.path + ".lock", "a+") as lock_fh:
+            fcntl.flock(lock_fh, fcntl.LOCK_EX)
+            try:
+                table = read_routing_file(self.path)
+                existing = table.topics.get(name)
+                if existing is not None:
+                    if existing.config_dict() != wanted:
+                        raise TopicConflict(
+                            f"topic {name!r} exists with another configuration",
+                            existing=existing.config_dict(),
+                        )
+                    route = existing
+                else:
+                    if table.managed_by != "local":
+                        raise TopicConflict(
+                            f"topics of this cluster are managed by the {table.managed_by}; "
+                            f"declare {name!r} there"
+                        )
+                    table = table.with_topic(name, partitions, compression, retention_hours)
+                    write_routing_file(self.path, table)
+                    route = table.topics[name]
+            finally:
+                fcntl.flock(lock_fh, fcntl.LOCK_UN)
+        self.refresh_if_changed()
+        return route

@@ -1,0 +1,145 @@
+"""The node's moving parts in one place: the store, routing, thread pool, peers, state.
+
+Route handlers reach everything through one NodeRuntime stored on the aiohttp app, which
+keeps handlers thin and lets tests build an app around any store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import aiohttp
+
+from storage_node.errors import DiskFull, MsgStoreError, Unavailable
+from storage_node.server.routing_state import RoutingState
+from storage_node.server.settings import NodeSettings
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class NodeRuntime:
+    """State shared by all requests of one node process."""
+
+    def __init__(self, settings: NodeSettings, store: Any = None) -> None:
+        self.settings = settings
+        self.store = store
+        self.draining = False
+        self.startup_error: str | None = None
+        self.executor = ThreadPoolExecutor(
+            max_workers=max(1, settings.read_threads), thread_name_prefix="msgstore-read"
+        )
+        self.routing = RoutingState(
+            settings.node_id, settings.address, settings.routing_file or None, self._local_topics
+        )
+        self._free_checked_at = 0.0
+        self._free_bytes: int | None = None
+        self._round_robin: dict[str, int] = {}
+        self.peer_session: aiohttp.ClientSession | None = None
+
+    # -- store access -------------------------------------------------------------------
+    def _local_topics(self) -> dict[str, dict[str, Any]]:
+        if self.store is None:
+            return {}
+        return {
+            t.name: {
+                "partitions": t.partitions,
+                "compression": t.compression,
+                "retention_hours": t.retention_hours,
+            }
+            for t in self.store.list_topics()
+        }
+
+    def require_store(self) -> Any:
+        """The open store, or 503 while recovering/closing."""
+        if self.store is None:
+            reason = self.startup_error or "the node is still recovering its store"
+            raise Unavailable(reason, retry_after_s=1)
+        return self.store
+
+    def require_writable(self) -> Any:
+        store = self.require_store()
+        if self.draining:
+            raise Unavailable("the node is draining and accepts no writes", retry_after_s=1)
+        self.check_free_space()
+        return store
+
+    def check_free_space(self) -> None:
+        """507 when the data disk has less than min_free_bytes left (checked once a second)."""
+        limit = self.settings.min_free_bytes
+        if limit <= 0:
+            return
+        now = time.monotonic()
+        if self._free_bytes is None or now - self._free_checked_at > 1.0:
+            self._free_bytes = shutil.disk_usage(self.settings.data_dir).free
+            self._free_checked_at = now
+        if self._free_bytes < limit:
+            raise DiskFull(
+                f"only {self._free_bytes} bytes free on the data disk, "
+                f"{limit} must stay free (MSGSTORE_MIN_FREE_BYTES)",
+                free_bytes=self._free_bytes,
+            )
+
+    async def in_thread(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run blocking store work in the read pool so the event loop never waits on disk."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.executor, lambda: fn(*args, **kwargs))
+
+    def next_round_robin(self, topic: str, owned: list[int]) -> int:
+        index = self._round_robin.get(topic, 0)
+        self._round_robin[topic] = index + 1
+        return owned[index % len(owned)]
+
+    # -- routing and peers --------------------------------------------------------------
+    def sync_topics_from_routing(self) -> None:
+        """Create every topic of the routing table in the local store (blocking)."""
+        if self.store is None or self.routing.standalone:
+            return
+        from storage_node.store import TopicConfig
+
+        for name, route in self.routing.table.topics.items():
+            try:
+                self.store.create_topic(
+                    TopicConfig(
+                        name=name,
+                        partitions=route.partitions,
+                        compression=route.compression,
+                        retention_hours=route.retention_hours,
+                    )
+                )
+            except MsgStoreError as exc:
+                log.error("cannot create routed topic %s: %s", name, exc)
+
+    async def peer_get(self, address: str, path: str, params: dict[str, str]) -> Any:
+        """GET a JSON document from another node (same token); None for a 404.
+
+        Raises Unavailable when the peer cannot answer, so callers can report it."""
+        if self.peer_session is None:
+            self.peer_session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=self.settings.peer_timeout_s)
+            )
+        headers = {}
+        if self.settings.token:
+            headers["Authorization"] = f"Bearer {self.settings.token}"
+        try:
+            async with self.peer_session.get(
+                address + path, params=params, headers=headers
+            ) as resp:
+                if resp.status == 404:
+                    return None
+                if resp.status != 200:
+                    raise Unavailable(f"node {address} answered {resp.status} for {path}")
+                return await resp.json()
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise Unavailable(f"node {address} is unreachable: {exc}") from None
+
+    async def close(self) -> None:
+        if self.peer_session is not None:
+            await self.peer_session.close()
+        self.executor.shutdown(wait=True)

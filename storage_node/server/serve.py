@@ -1,0 +1,96 @@
+"""Run one node: listen first (health answers at once), recover the store in a thread, serve,
+and on SIGTERM/SIGINT stop taking requests, finish the ones in flight, close the store
+(flush + clean-shutdown marker) and exit 0."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+
+from aiohttp import web
+
+from storage_node.server.app import create_app
+from storage_node.server.app_keys import METRICS
+from storage_node.server.runtime import NodeRuntime
+from storage_node.server.settings import NodeSettings, build_store_config
+
+log = logging.getLogger("msgstore.node")
+
+
+async def _routing_watch(runtime: NodeRuntime, app: web.Application) -> None:
+    """Reload the routing file when it changes and create newly routed topics."""
+    while True:
+        await asyncio.sleep(runtime.settings.routing_poll_s)
+        try:
+            if runtime.routing.refresh_if_changed():
+                app[METRICS].routing_reloads.inc()
+                log.info("routing table generation %d loaded", runtime.routing.table.generation)
+                await runtime.in_thread(runtime.sync_topics_from_routing)
+        except Exception:  # noqa: BLE001 - the watcher must survive anything
+            log.exception("routing reload failed")
+
+
+def _open_store(runtime: NodeRuntime) -> None:
+    from storage_node.store import Store
+
+    os.makedirs(runtime.settings.data_dir, exist_ok=True)
+    store = Store.open(build_store_config(runtime.settings))
+    runtime.store = store
+    runtime.sync_topics_from_routing()
+
+
+async def serve(settings: NodeSettings) -> int:
+    """Serve until a stop signal; returns the process exit code."""
+    runtime = NodeRuntime(settings)
+    app = create_app(runtime)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=30)
+    await runner.setup()
+    site = web.TCPSite(runner, settings.host, settings.port, reuse_address=True)
+    await site.start()
+    log.info("node %s listening on %s:%d", settings.node_id, settings.host, settings.port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    open_task = loop.run_in_executor(None, _open_store, runtime)
+    watcher = asyncio.create_task(_routing_watch(runtime, app))
+    exit_code = 0
+    stop_task = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait({open_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
+    if open_task in done:
+        exc = open_task.exception()
+        if exc is not None:
+            runtime.startup_error = f"store failed to open: {exc}"
+            log.error("%s", runtime.startup_error)
+            exit_code = 1
+            stop.set()
+        else:
+            log.info("store ready in %s", settings.data_dir)
+    await stop.wait()
+    log.info("stopping: draining requests")
+    runtime.draining = True
+    watcher.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await watcher
+    await runner.cleanup()
+    if not open_task.done():
+        with contextlib.suppress(Exception):
+            await open_task
+    if runtime.store is not None:
+        await loop.run_in_executor(None, runtime.store.close)
+        log.info("store closed cleanly")
+    await runtime.close()
+    return exit_code
+
+
+def run(settings: NodeSettings) -> int:
+    logging.basicConfig(
+        level=getattr(logging, settings.log_level.upper(), logging.INFO),
+        format=f"%(asctime)s {settings.node_id} %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    return asyncio.run(serve(settings))
