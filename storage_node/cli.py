@@ -18,7 +18,10 @@ from typing import Any, TextIO
 from storage_node.errors import MsgStoreError
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:7100"
-SUBCOMMAND_PROVIDERS: list[str] = ["msgstore_spark.cli:register"]
+SUBCOMMAND_PROVIDERS: list[str] = [
+    "msgstore_spark.cli:register",
+    "storage_node.spark_job_cli:register",
+]
 
 
 def _print_json(doc: Any) -> None:

@@ -73,6 +73,11 @@ def add_spark_job_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
+def register(subparsers: Any, _connection_parent: argparse.ArgumentParser) -> None:
+    """The CLI's provider hook (storage_node.cli.SUBCOMMAND_PROVIDERS)."""
+    add_spark_job_parser(subparsers)
+
+
 def request_from_args(args: argparse.Namespace) -> IngestRequest:
     return IngestRequest(
         store=args.store,
