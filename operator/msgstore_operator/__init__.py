@@ -2,7 +2,8 @@
 
 Pure modules build every child object from the resource's spec (``naming``, ``spec``,
 ``assignment``, ``routing``, ``settings``, ``children``, ``status``); ``kube`` applies them and
-``handlers`` wires everything to kopf. Run with ``kopf run -m msgstore_operator.handlers``.
+``handlers`` wires everything to kopf. Run with ``kopf run -m msgstore_operator`` (importing
+the package registers the handlers).
 """
 
 GROUP = "msgstore.io"
@@ -10,3 +11,5 @@ VERSION = "v1alpha1"
 PLURAL = "messagestores"
 KIND = "MessageStore"
 API_VERSION = f"{GROUP}/{VERSION}"
+
+from . import handlers  # noqa: E402,F401  (registers the kopf handlers)

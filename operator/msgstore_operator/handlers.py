@@ -8,7 +8,9 @@ Settings (environment variables of the operator process):
 
 * ``MSGSTORE_OPERATOR_INTERVAL_S``: seconds between status refreshes (default 10);
 * ``MSGSTORE_OPERATOR_CLUSTER_DOMAIN``: DNS domain of the cluster (default cluster.local);
-* ``MSGSTORE_OPERATOR_NAMESPACE``: watched namespace is chosen with kopf's ``--namespace``.
+* ``MSGSTORE_NODE_IMAGE`` / ``MSGSTORE_SPARK_IMAGE``: images used when a spec names none.
+
+Which namespaces are watched is kopf's choice: ``--namespace=NS`` or ``--all-namespaces``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from .status import changed_fields
 
 INTERVAL_S = float(os.environ.get("MSGSTORE_OPERATOR_INTERVAL_S", "10"))
 CLUSTER_DOMAIN = os.environ.get("MSGSTORE_OPERATOR_CLUSTER_DOMAIN", "cluster.local")
+DEFAULT_IMAGES = (os.environ.get("MSGSTORE_NODE_IMAGE"), os.environ.get("MSGSTORE_SPARK_IMAGE"))
 PREFIX = "msgstore.io"
 
 _kube: Kube | None = None
@@ -70,7 +73,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
 
 def _run(body: kopf.Body, patch: kopf.Patch, logger: logging.Logger, post_events: bool) -> None:
     try:
-        outcome = reconcile(kube(), body, CLUSTER_DOMAIN, now_text())
+        outcome = reconcile(kube(), body, CLUSTER_DOMAIN, now_text(), DEFAULT_IMAGES)
     except SpecProblem as exc:
         kopf.warn(body, reason="InvalidSpec", message=str(exc))
         raise kopf.PermanentError(str(exc)) from exc

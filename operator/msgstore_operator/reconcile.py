@@ -75,9 +75,17 @@ def _owned_by(obj: Mapping[str, Any], owner: Owner) -> bool:
     return any(ref.get("uid") == owner.uid for ref in refs)
 
 
-def reconcile(kube: Kube, body: Mapping[str, Any], domain: str, now: str) -> Outcome:
+def reconcile(
+    kube: Kube,
+    body: Mapping[str, Any],
+    domain: str,
+    now: str,
+    default_images: tuple[str | None, str | None] = (None, None),
+) -> Outcome:
+    """Apply the children of ``body``; ``default_images`` are the node and Spark images used
+    when the spec names none."""
     owner = _owner(body)
-    spec = parse_spec(body.get("spec"))
+    spec = parse_spec(body.get("spec"), *default_images)
     generation = int(body["metadata"].get("generation") or 1)
     old_status = dict(body.get("status") or {})
     outcome = Outcome(status={})

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from storage_node.errors import MsgStoreError
 from storage_node.server.routing_table import parse_routing
 
 from . import naming
@@ -43,7 +44,10 @@ def read_published(name: str, text: str | None) -> PublishedTable | None:
     """
     if not text:
         return None
-    table = parse_routing(json.loads(text))
+    try:
+        table = parse_routing(json.loads(text))
+    except MsgStoreError as exc:
+        raise ValueError(exc.message) from exc
     node_count = len(table.nodes)
     for index, node in enumerate(table.nodes):
         if ordinal_of(name, node.id) != index:

@@ -112,10 +112,22 @@ def _get(raw: Mapping[str, Any] | None, key: str, default: Any) -> Any:
     return default if value is None else value
 
 
-def parse_spec(raw: Mapping[str, Any] | None) -> StoreSpec:
-    """Typed spec from the resource's ``spec`` (missing fields get the CRD's defaults)."""
+DEFAULT_IMAGE = StoreSpec.image
+DEFAULT_SPARK_IMAGE = SparkSpec.image
+
+
+def parse_spec(
+    raw: Mapping[str, Any] | None,
+    default_image: str | None = None,
+    default_spark_image: str | None = None,
+) -> StoreSpec:
+    """Typed spec from the resource's ``spec`` (missing fields get the CRD's defaults).
+
+    The images have no CRD default: an unset image means the operator's own default (the
+    Helm chart sets it to the images it was released with).
+    """
     raw = raw or {}
-    d = StoreSpec()
+    d = StoreSpec(image=default_image or DEFAULT_IMAGE)
     storage = raw.get("storage") or {}
     flush = raw.get("flush") or {}
     index = raw.get("index") or {}
@@ -124,7 +136,7 @@ def parse_spec(raw: Mapping[str, Any] | None) -> StoreSpec:
     spark = compaction.get("spark") or {}
     auth = raw.get("auth") or {}
     pod = raw.get("podTemplate") or {}
-    ds, dsp = d.storage, SparkSpec()
+    ds, dsp = d.storage, SparkSpec(image=default_spark_image or DEFAULT_SPARK_IMAGE)
     return StoreSpec(
         replicas=int(_get(raw, "replicas", d.replicas)),
         image=str(_get(raw, "image", d.image)),
