@@ -214,7 +214,9 @@ class IngestRequest:
         return self
 
     def job_name(self) -> str:
-        return self.name or f"{self.store}-ingest-{_short_topic(self.topic)}"
+        # 52 characters leave room for the suffix of the Job's pod names (labels <= 63).
+        default = f"{self.store}-ingest-{_short_topic(self.topic)}"[:52].rstrip("-")
+        return self.name or default
 
 
 def _short_topic(topic: str) -> str:
