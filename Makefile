@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: run test test-fast lint bench system controlplane clean
+.PHONY: run test test-fast lint bench system controlplane clean images kind-up kind-down
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,17 @@ bench: system $(STAMP)
 
 controlplane:
 	bash tests/controlplane/build.sh
+
+## make images: the node+operator and Spark job images (needs a container engine)
+images:
+	bash scripts/build-images.sh
+
+## make kind-up / kind-down: msgstore on a local kind cluster (needs Docker and kind)
+kind-up:
+	bash scripts/kind-up.sh
+
+kind-down:
+	bash scripts/kind-down.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -19,20 +19,24 @@ ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
 # jobs get their own interpreter (a relocatable CPython build installed by uv) and venv.
 RUN python3 -m pip install uv==0.13.8 \
  && uv python install 3.11 \
- && uv venv --python 3.11 /opt/msgstore
+ && uv venv --python 3.11 /opt/venv
 WORKDIR /opt/msgstore-src
 COPY pyproject.toml README.md ./
 COPY storage_node ./storage_node
 COPY operator ./operator
 COPY spark ./spark
-RUN uv pip install --python /opt/msgstore/bin/python . \
- && cp -r spark/jobs /opt/msgstore/jobs \
- && /opt/msgstore/bin/python -m compileall -q /opt/msgstore/jobs \
+# The jobs go where spark-submit finds them (local:///opt/msgstore/spark/jobs/<job>.py), and
+# a deterministic sample of order events (the demo's generator) for a first ingest.
+RUN uv pip install --python /opt/venv/bin/python . \
+ && mkdir -p /opt/msgstore/spark /opt/msgstore/data \
+ && cp -r spark/jobs /opt/msgstore/spark/jobs \
+ && /opt/venv/bin/python -m compileall -q /opt/msgstore/spark/jobs \
+ && /opt/venv/bin/python -c "from storage_node.sample_data import ensure_sample_file; ensure_sample_file('/opt/msgstore/data/orders-sample.jsonl', 100000)" \
  && rm -rf /opt/msgstore-src
 WORKDIR /opt/spark/work-dir
 # Driver and executors start Python workers with this interpreter.
-ENV PYSPARK_PYTHON=/opt/msgstore/bin/python \
-    PYSPARK_DRIVER_PYTHON=/opt/msgstore/bin/python \
-    MSGSTORE_SPARK_JOBS=/opt/msgstore/jobs
+ENV PATH=/opt/venv/bin:$PATH \
+    PYSPARK_PYTHON=/opt/venv/bin/python \
+    PYSPARK_DRIVER_PYTHON=/opt/venv/bin/python
 # Spark's image runs as the unprivileged user "spark" (uid 185).
 USER 185

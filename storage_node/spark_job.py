@@ -180,7 +180,7 @@ class IngestRequest:
     store: str
     namespace: str
     topic: str
-    input: str  # any path Spark reads: local:// inside the image, s3a://, hdfs://, ...
+    input: str  # any path Spark reads: file:// inside the image, s3a://, hdfs://, ...
     format: str = "jsonl"
     key_field: str | None = None
     name: str | None = None

@@ -46,7 +46,7 @@ def add_spark_job_parser(subparsers: Any) -> argparse.ArgumentParser:
     ingest.add_argument(
         "--input",
         required=True,
-        help="files to load, as Spark reads them: local:///path inside the Spark image, "
+        help="files to load, as Spark reads them: file:///path inside the Spark image, "
         "s3a://bucket/path, hdfs://...",
     )
     ingest.add_argument("--format", choices=INGEST_FORMATS, default="jsonl")
