@@ -1,0 +1,1 @@
+"""Layer 1: bytes in and out of local files and object stores."""

@@ -1,0 +1,113 @@
+"""Local file primitives: atomic replacement, directory fsync and positional reads.
+
+Every state change of a file (a topic list, a checkpoint, a compacted segment) goes through
+``atomic_write`` so a crash leaves either the old or the new version, never a mix.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+TMP_SUFFIX = ".tmp"
+
+
+def ensure_dir(path: str) -> str:
+    """Create ``path`` (and parents) if missing; returns it for chaining."""
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def fsync_dir(path: str) -> None:
+    """Persist the directory entry changes (create, rename, unlink) inside ``path``."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+    """Write every byte (os.write may write less than asked for large buffers)."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def pwrite_all(fd: int, data: bytes | bytearray | memoryview, offset: int) -> None:
+    """Positional write of every byte."""
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view = view[written:]
+        offset += written
+
+
+def pread_exact(fd: int, length: int, offset: int) -> bytes:
+    """Positional read that returns fewer bytes only at end of file."""
+    data = os.pread(fd, length, offset)
+    if len(data) == length or not data:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < length:
+        more = os.pread(fd, length - got, offset + got)
+        if not more:
+            break
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
+
+
+def atomic_write(path: str, data: bytes | bytearray | memoryview | Iterable[bytes]) -> None:
+    """Write ``data`` to ``path`` atomically: temp file, fsync, rename, directory fsync."""
+    directory = os.path.dirname(path) or "."
+    tmp = path + TMP_SUFFIX
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        if isinstance(data, bytes | bytearray | memoryview):
+            write_all(fd, data)
+        else:
+            for chunk in data:
+                write_all(fd, chunk)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(directory)
+
+
+def atomic_move(src: str, dst: str) -> None:
+    """Rename ``src`` to ``dst`` (same file system) and persist both directories."""
+    os.replace(src, dst)
+    fsync_dir(os.path.dirname(dst) or ".")
+    src_dir = os.path.dirname(src) or "."
+    if src_dir != (os.path.dirname(dst) or "."):
+        fsync_dir(src_dir)
+
+
+def remove_file(path: str) -> bool:
+    """Unlink ``path`` if it exists; True when something was removed."""
+    try:
+        os.unlink(path)
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def remove_temporaries(root: str) -> list[str]:
+    """Delete every leftover ``*.tmp`` under ``root`` (half-written files of a crash)."""
+    removed = []
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            if name.endswith(TMP_SUFFIX):
+                full = os.path.join(dirpath, name)
+                remove_file(full)
+                removed.append(full)
+    return removed
+
+
+def read_file(path: str) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read()

@@ -1,0 +1,178 @@
+"""Object-store interface for the uploaded tier: put, ranged get, delete, list.
+
+The directory backend is the embedded default (and what tests run against); the S3 backend
+serves clusters. Keys are ``/``-separated relative names; the directory backend refuses keys
+that would escape its root.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from urllib.parse import urlparse
+
+from storage_node.backend.files import atomic_write, ensure_dir, pread_exact, remove_file
+from storage_node.errors import InvalidArgument, NotFound
+
+
+class ObjectStore(ABC):
+    """What the lifecycle worker and the uploaded-file readers need from a bucket."""
+
+    @abstractmethod
+    def put(self, key: str, data: bytes | str) -> None:
+        """Store ``data`` (bytes, or a local file path) under ``key``, replacing any old one."""
+
+    @abstractmethod
+    def get_range(self, key: str, start: int, length: int) -> bytes:
+        """Bytes ``[start, start+length)`` of the object (shorter at its end)."""
+
+    @abstractmethod
+    def get(self, key: str) -> bytes: ...
+
+    @abstractmethod
+    def size(self, key: str) -> int: ...
+
+    @abstractmethod
+    def delete(self, key: str) -> None: ...
+
+    @abstractmethod
+    def list(self, prefix: str = "") -> list[str]: ...
+
+
+def _check_key(key: str) -> str:
+    parts = key.split("/")
+    if not key or key.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise InvalidArgument(f"invalid object key {key!r}")
+    return key
+
+
+class DirObjectStore(ObjectStore):
+    """Objects as files under a root directory; writes are atomic renames."""
+
+    def __init__(self, root: str) -> None:
+        self.root = ensure_dir(os.path.abspath(root))
+
+    def _path(self, key: str) -> str:
+        return os.path.join(self.root, *_check_key(key).split("/"))
+
+    def put(self, key: str, data: bytes | str) -> None:
+        path = self._path(key)
+        ensure_dir(os.path.dirname(path))
+        if isinstance(data, str):
+            with open(data, "rb") as src:
+                atomic_write(path, iter(lambda: src.read(1 << 20), b""))
+        else:
+            atomic_write(path, data)
+
+    def get_range(self, key: str, start: int, length: int) -> bytes:
+        try:
+            fd = os.open(self._path(key), os.O_RDONLY)
+        except FileNotFoundError as exc:
+            raise NotFound(f"object {key!r} not found") from exc
+        try:
+            return pread_exact(fd, length, start)
+        finally:
+            os.close(fd)
+
+    def get(self, key: str) -> bytes:
+        try:
+            with open(self._path(key), "rb") as fh:
+                return fh.read()
+        except FileNotFoundError as exc:
+            raise NotFound(f"object {key!r} not found") from exc
+
+    def size(self, key: str) -> int:
+        try:
+            return os.path.getsize(self._path(key))
+        except FileNotFoundError as exc:
+            raise NotFound(f"object {key!r} not found") from exc
+
+    def delete(self, key: str) -> None:
+        remove_file(self._path(key))
+
+    def list(self, prefix: str = "") -> list[str]:
+        out = []
+        for dirpath, _dirs, files in os.walk(self.root):
+            for name in files:
+                if name.endswith(".tmp"):
+                    continue
+                rel = os.path.relpath(os.path.join(dirpath, name), self.root).replace(os.sep, "/")
+                if rel.startswith(prefix):
+                    out.append(rel)
+        return sorted(out)
+
+
+class S3ObjectStore(ObjectStore):
+    """Objects in an S3 bucket (any S3-compatible endpoint via AWS_ENDPOINT_URL)."""
+
+    def __init__(self, bucket: str, prefix: str = "") -> None:
+        import boto3  # imported lazily: only clusters with S3 tiering pay for it
+
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.client = boto3.client("s3", endpoint_url=os.environ.get("AWS_ENDPOINT_URL") or None)
+
+    def _key(self, key: str) -> str:
+        _check_key(key)
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def put(self, key: str, data: bytes | str) -> None:
+        if isinstance(data, str):
+            self.client.upload_file(data, self.bucket, self._key(key))
+        else:
+            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+
+    def _not_found(self, exc: Exception, key: str) -> Exception:
+        code = getattr(exc, "response", {}).get("Error", {}).get("Code", "")
+        if code in ("NoSuchKey", "404", "NotFound"):
+            return NotFound(f"object {key!r} not found")
+        return exc
+
+    def get_range(self, key: str, start: int, length: int) -> bytes:
+        if length <= 0:
+            return b""
+        try:
+            resp = self.client.get_object(
+                Bucket=self.bucket, Key=self._key(key), Range=f"bytes={start}-{start + length - 1}"
+            )
+        except Exception as exc:  # botocore ClientError
+            raise self._not_found(exc, key) from exc
+        return resp["Body"].read()
+
+    def get(self, key: str) -> bytes:
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
+        except Exception as exc:
+            raise self._not_found(exc, key) from exc
+
+    def size(self, key: str) -> int:
+        try:
+            return int(
+                self.client.head_object(Bucket=self.bucket, Key=self._key(key))["ContentLength"]
+            )
+        except Exception as exc:
+            raise self._not_found(exc, key) from exc
+
+    def delete(self, key: str) -> None:
+        self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+
+    def list(self, prefix: str = "") -> list[str]:
+        out: list[str] = []
+        paginator = self.client.get_paginator("list_objects_v2")
+        full = self._key(prefix) if prefix else (self.prefix + "/" if self.prefix else "")
+        cut = len(self.prefix) + 1 if self.prefix else 0
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=full):
+            out.extend(obj["Key"][cut:] for obj in page.get("Contents", []))
+        return sorted(out)
+
+
+def open_object_store(url: str) -> ObjectStore:
+    """``s3://bucket/prefix`` → S3; a path or ``file://path`` → directory."""
+    parsed = urlparse(url)
+    if parsed.scheme == "s3":
+        return S3ObjectStore(parsed.netloc, parsed.path)
+    if parsed.scheme == "file":
+        return DirObjectStore(parsed.path)
+    if parsed.scheme in ("", None):
+        return DirObjectStore(url)
+    raise InvalidArgument(f"unsupported object store URL scheme {parsed.scheme!r}")

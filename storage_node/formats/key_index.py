@@ -1,0 +1,200 @@
+"""Unsealed key index: the RocketMQ IndexFile layout (head-inserted hash chains).
+
+Layout::
+
+    header (40 B): i64 begin_ms, i64 end_ms, i64 begin_pos, i64 end_pos, u32 used_slots, u32 count
+    slots        : slot_count x u32, number of the newest item of the slot (0 = empty)
+    items        : item_count x 20 B (u32 key_hash, u64 log_position, u32 time_delta_s, u32 prev)
+    trailer      : b"MKIX" u32 version u32 slot_count u32 item_count
+
+Item 0 is never used so 0 can mean "no item" (as in RocketMQ); ``count`` is the next item
+number. The file is created sparse with ftruncate and memory-mapped, so its default size of
+~420 MB costs nothing until written. A batch is inserted with numpy: items are appended in
+order, and each one's ``prev`` is the previous item of the same slot in the batch or the old
+slot head, so chains stay newest-first without a per-item Python loop.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import zlib
+from collections.abc import Iterator
+
+import numpy as np
+
+from storage_node.errors import CorruptData
+
+HEADER = struct.Struct("<qqqqII")
+TRAILER = struct.Struct("<4sIII")
+MAGIC = b"MKIX"
+VERSION = 1
+ITEM = struct.Struct("<IQII")
+ITEM_DTYPE = np.dtype([("hash", "<u4"), ("pos", "<u8"), ("tsec", "<u4"), ("prev", "<u4")])
+assert ITEM_DTYPE.itemsize == ITEM.size == 20
+
+
+def key_hash(topic: str, key: str) -> int:
+    """Hash of ``topic#key`` stored in items; lookups still compare the real key."""
+    return zlib.crc32(f"{topic}#{key}".encode())
+
+
+def file_size(slots: int, items: int) -> int:
+    return HEADER.size + 4 * slots + ITEM.size * items + TRAILER.size
+
+
+class KeyIndexFile:
+    """One memory-mapped IndexFile; appends are not thread-safe (the store serialises them)."""
+
+    def __init__(self, path: str, fd: int, mm: mmap.mmap, slots: int, items: int) -> None:
+        self.path = path
+        self.name = os.path.basename(path)
+        self._fd = fd
+        self._mm = mm
+        self.slot_count = slots
+        self.item_capacity = items
+        self.items_base = HEADER.size + 4 * slots
+        self.slots = np.ndarray((slots,), dtype="<u4", buffer=mm, offset=HEADER.size)
+        self.items = np.ndarray((items,), dtype=ITEM_DTYPE, buffer=mm, offset=self.items_base)
+        (self.begin_ms, self.end_ms, self.begin_pos, self.end_pos, self.used_slots, self.count) = (
+            HEADER.unpack_from(mm, 0)
+        )
+
+    @classmethod
+    def create(
+        cls, path: str, slots: int, items: int, begin_ms: int, begin_pos: int
+    ) -> KeyIndexFile:
+        size = file_size(slots, items)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        os.ftruncate(fd, size)  # sparse: no zero-fill
+        os.pwrite(fd, HEADER.pack(begin_ms, begin_ms, begin_pos, begin_pos, 0, 1), 0)
+        os.pwrite(fd, TRAILER.pack(MAGIC, VERSION, slots, items), size - TRAILER.size)
+        mm = mmap.mmap(fd, size)
+        return cls(path, fd, mm, slots, items)
+
+    @classmethod
+    def open(cls, path: str) -> KeyIndexFile:
+        fd = os.open(path, os.O_RDWR)
+        size = os.fstat(fd).st_size
+        if size < HEADER.size + TRAILER.size:
+            os.close(fd)
+            raise CorruptData(f"key index {os.path.basename(path)} too short")
+        magic, version, slots, items = TRAILER.unpack(
+            os.pread(fd, TRAILER.size, size - TRAILER.size)
+        )
+        if magic != MAGIC or version != VERSION or file_size(slots, items) != size:
+            os.close(fd)
+            raise CorruptData(f"key index {os.path.basename(path)} has a bad trailer")
+        return cls(path, fd, mmap.mmap(fd, size), slots, items)
+
+    @property
+    def full(self) -> bool:
+        return self.count >= self.item_capacity
+
+    @property
+    def free(self) -> int:
+        return self.item_capacity - self.count
+
+    def add_batch(self, hashes: np.ndarray, positions: np.ndarray, store_ms: int) -> int:
+        """Insert as many (hash, position) pairs as fit; returns how many were added."""
+        n = min(len(hashes), self.free)
+        if n <= 0:
+            return 0
+        hashes = hashes[:n].astype("<u4", copy=False)
+        first = self.count
+        numbers = np.arange(first, first + n, dtype="<u4")
+        slot_of = (hashes % self.slot_count).astype(np.int64)
+        order = np.argsort(slot_of, kind="stable")
+        sorted_slots = slot_of[order]
+        sorted_numbers = numbers[order]
+        prev_sorted = np.empty(n, dtype="<u4")
+        starts = np.ones(n, dtype=bool)
+        starts[1:] = sorted_slots[1:] != sorted_slots[:-1]
+        old_heads = self.slots[sorted_slots[starts]]
+        self.used_slots += int(np.count_nonzero(old_heads == 0))
+        prev_sorted[starts] = old_heads
+        prev_sorted[~starts] = sorted_numbers[np.flatnonzero(~starts) - 1]
+        prev = np.empty(n, dtype="<u4")
+        prev[order] = prev_sorted
+        ends = np.ones(n, dtype=bool)
+        ends[:-1] = sorted_slots[:-1] != sorted_slots[1:]
+        tsec = max(0, (store_ms - self.begin_ms) // 1000) if self.count > 1 else 0
+        if self.count <= 1:
+            self.begin_ms = store_ms
+            self.begin_pos = int(positions[0])
+        block = self.items[first : first + n]
+        block["hash"] = hashes
+        block["pos"] = positions[:n]
+        block["tsec"] = tsec
+        block["prev"] = prev
+        self.slots[sorted_slots[ends]] = sorted_numbers[ends]
+        self.count = first + n
+        self.end_ms = max(self.end_ms, store_ms)
+        self.end_pos = int(positions[n - 1])
+        self._write_header()
+        return n
+
+    def _write_header(self) -> None:
+        HEADER.pack_into(
+            self._mm,
+            0,
+            self.begin_ms,
+            self.end_ms,
+            self.begin_pos,
+            self.end_pos,
+            self.used_slots,
+            self.count,
+        )
+
+    def truncate_to(self, count: int) -> None:
+        """Forget items numbered ``count`` and above (recovery replays them from the log)."""
+        if count < self.count:
+            self.count = max(1, count)
+            self._write_header()
+
+    def candidates(self, khash: int, begin_ms: int, end_ms: int) -> Iterator[int]:
+        """Log positions of items with this hash whose time may lie in range, newest first.
+
+        Chain links always point to older (smaller) item numbers; items at or above
+        ``count`` (written after the last checkpoint, then dropped by recovery) are skipped
+        but followed, so a stale slot head still reaches the valid chain.
+        """
+        mm = self._mm
+        unpack = ITEM.unpack_from
+        base = self.items_base
+        number = int(self.slots[khash % self.slot_count])
+        begin_s = self.begin_ms
+        limit = self.count
+        while 0 < number:
+            h, pos, tsec, prev = unpack(mm, base + number * 20)
+            if number < limit:
+                t = begin_s + tsec * 1000
+                if t + 999 < begin_ms:
+                    return  # every older item is older still
+                if h == khash and t <= end_ms:
+                    yield pos
+            if prev >= number:
+                return
+            number = prev
+
+    def flush(self) -> None:
+        self._mm.flush()
+
+    def trimmed_bytes(self) -> bytes:
+        """Header + slots + used items + trailer: what compaction needs, without the empty tail."""
+        end = self.items_base + self.count * ITEM.size
+        return bytes(self._mm[:end]) + TRAILER.pack(
+            MAGIC, VERSION, self.slot_count, self.item_capacity
+        )
+
+    def close(self) -> None:
+        if self._mm is not None:
+            self.slots = self.items = None  # type: ignore[assignment]
+            try:
+                self._mm.flush()
+                self._mm.close()
+            except BufferError:
+                pass
+            os.close(self._fd)
+            self._mm = None  # type: ignore[assignment]

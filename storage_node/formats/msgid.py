@@ -1,0 +1,167 @@
+"""Message IDs ``app-iphex-hour-seq`` and their two-level index (seed 000, CAT).
+
+An index file exists per app and hour (``msgid/<yyyyMMddHH>/<app>``). It is a sequence of
+units of 4096 segments x 4096 eight-byte entries (128 MiB, sparse). Segment 0 of a unit is
+the header: entry 0 holds a magic, entry j (1..4095) holds ``ip << 32 | (seq // 4096 + 1)``
+and says which (IP, base index) segment j stores. Other segments hold one address per
+sequence number (``seq % 4096``): the commit-log position + 1 (0 = empty). A lookup is a
+dictionary probe on the loaded headers and one 8-byte read; many producer IPs share a file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import struct
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from storage_node.backend.files import ensure_dir, pread_exact, pwrite_all
+from storage_node.errors import InvalidArgument
+
+SEGMENT_ENTRIES = 4096
+ENTRY = struct.Struct("<Q")
+SEGMENT_BYTES = SEGMENT_ENTRIES * 8
+UNIT_BYTES = SEGMENT_ENTRIES * SEGMENT_BYTES
+HEADER_MAGIC = 0x4D5347494458_0001  # "MSGIDX", version 1
+APP_RE = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
+MS_PER_HOUR = 3_600_000
+MAX_SEQ = (2**32 - 2) * SEGMENT_ENTRIES
+
+
+@dataclass(frozen=True, slots=True)
+class MessageId:
+    app: str
+    ip: int
+    hour: int
+    seq: int
+
+    def __str__(self) -> str:
+        return format_msg_id(self.app, self.ip, self.hour, self.seq)
+
+
+def ip_to_int(ip: str) -> int:
+    try:
+        return int.from_bytes(socket.inet_aton(ip), "big")
+    except OSError as exc:
+        raise InvalidArgument(f"invalid IPv4 address {ip!r}") from exc
+
+
+def format_msg_id(app: str, ip: int, hour: int, seq: int) -> str:
+    return f"{app}-{ip:08x}-{hour}-{seq}"
+
+
+def valid_app(app: str) -> bool:
+    return bool(APP_RE.match(app)) and app not in (".", "..")
+
+
+def parse_msg_id(text: str) -> MessageId:
+    """Split and validate an ID; InvalidArgument names what is wrong."""
+    if not isinstance(text, str) or len(text) > 255:
+        raise InvalidArgument("message ID must be a string of at most 255 characters")
+    parts = text.rsplit("-", 3)
+    if len(parts) != 4:
+        raise InvalidArgument(f"malformed message ID {text!r}: expected app-iphex-hour-seq")
+    app, iphex, hour, seq = parts
+    if not valid_app(app):
+        raise InvalidArgument(f"malformed message ID {text!r}: bad app name")
+    if len(iphex) != 8 or not all(c in "0123456789abcdefABCDEF" for c in iphex):
+        raise InvalidArgument(f"malformed message ID {text!r}: IP must be 8 hex digits")
+    if not (hour.isdigit() and len(hour) <= 9 and seq.isdigit() and len(seq) <= 15):
+        raise InvalidArgument(f"malformed message ID {text!r}: hour and seq must be decimal")
+    if int(seq) > MAX_SEQ:
+        raise InvalidArgument(f"malformed message ID {text!r}: sequence too large")
+    return MessageId(app, int(iphex, 16), int(hour), int(seq))
+
+
+def hour_folder(hour: int) -> str:
+    """``yyyyMMddHH`` (UTC) of an hour number."""
+    return time.strftime("%Y%m%d%H", time.gmtime(hour * 3600))
+
+
+class MsgIdIndexFile:
+    """The two-level index of one app and hour. Writes are serialised by the store."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        ensure_dir(os.path.dirname(path))
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._lock = threading.Lock()
+        self._segments: dict[int, int] = {}  # ip << 32 | base+1 -> absolute byte offset
+        self._units = os.fstat(self._fd).st_size // UNIT_BYTES
+        self._next_slot = 1
+        for unit in range(self._units):
+            header = np.frombuffer(
+                pread_exact(self._fd, SEGMENT_BYTES, unit * UNIT_BYTES), dtype="<u8"
+            )
+            for j in np.flatnonzero(header[1:]).tolist():
+                self._segments[int(header[j + 1])] = unit * UNIT_BYTES + (j + 1) * SEGMENT_BYTES
+                self._next_slot = unit * SEGMENT_ENTRIES + j + 2
+
+    def _segment(self, ip: int, base: int, create: bool) -> int | None:
+        tag = ip << 32 | (base + 1)
+        off = self._segments.get(tag)
+        if off is not None or not create:
+            return off
+        slot = self._next_slot
+        if slot % SEGMENT_ENTRIES == 0:
+            slot += 1
+        unit, j = divmod(slot, SEGMENT_ENTRIES)
+        if unit >= self._units:
+            os.ftruncate(self._fd, (unit + 1) * UNIT_BYTES)  # sparse
+            pwrite_all(self._fd, ENTRY.pack(HEADER_MAGIC), unit * UNIT_BYTES)
+            self._units = unit + 1
+        pwrite_all(self._fd, ENTRY.pack(tag), unit * UNIT_BYTES + j * 8)
+        off = unit * UNIT_BYTES + j * SEGMENT_BYTES
+        self._segments[tag] = off
+        self._next_slot = slot + 1
+        return off
+
+    def put_run(self, ip: int, first_seq: int, positions: np.ndarray) -> None:
+        """Addresses of consecutive sequence numbers from ``first_seq`` (node-assigned IDs)."""
+        values = (positions.astype("<u8") + 1).astype("<u8")
+        done = 0
+        n = len(values)
+        while done < n:
+            seq = first_seq + done
+            base, idx = divmod(seq, SEGMENT_ENTRIES)
+            take = min(n - done, SEGMENT_ENTRIES - idx)
+            off = self._segment(ip, base, create=True)
+            pwrite_all(self._fd, values[done : done + take].tobytes(), off + idx * 8)
+            done += take
+
+    def put(self, ip: int, seq: int, position: int) -> None:
+        base, idx = divmod(seq, SEGMENT_ENTRIES)
+        off = self._segment(ip, base, create=True)
+        pwrite_all(self._fd, ENTRY.pack(position + 1), off + idx * 8)
+
+    def get(self, ip: int, seq: int) -> int | None:
+        """Commit-log position of (IP, seq), or None."""
+        base, idx = divmod(seq, SEGMENT_ENTRIES)
+        off = self._segment(ip, base, create=False)
+        if off is None:
+            return None
+        value = ENTRY.unpack(pread_exact(self._fd, 8, off + idx * 8))[0]
+        return value - 1 if value else None
+
+    def next_seq(self, ip: int) -> int:
+        """One past the highest sequence number recorded for ``ip`` (0 if none)."""
+        bases = [(tag & 0xFFFFFFFF) - 1 for tag in self._segments if tag >> 32 == ip]
+        if not bases:
+            return 0
+        base = max(bases)
+        seg = np.frombuffer(
+            pread_exact(self._fd, SEGMENT_BYTES, self._segments[ip << 32 | (base + 1)]), dtype="<u8"
+        )
+        used = np.flatnonzero(seg)
+        return base * SEGMENT_ENTRIES + (int(used[-1]) + 1 if len(used) else 0)
+
+    def sync(self) -> None:
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        os.close(self._fd)

@@ -1,0 +1,143 @@
+"""Queue index: per topic and partition, fixed 20-byte entries so offset n is found in O(1).
+
+Entry: u64 log_position, u32 record_size, u64 tag_hash (seeds 003/004). Files hold
+``entries_per_file`` entries and are named by their first queue offset (20 digits). Entries
+of a batch are written with one positional write per file touched.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import zlib
+
+import numpy as np
+
+from storage_node.backend.files import ensure_dir, pread_exact, pwrite_all, remove_file
+
+ENTRY_DTYPE = np.dtype([("pos", "<u8"), ("size", "<u4"), ("tag", "<u8")])
+ENTRY_SIZE = ENTRY_DTYPE.itemsize
+assert ENTRY_SIZE == 20
+
+
+def tag_hash(tag: bytes | None) -> int:
+    """0 for no tag; a tag hashing to 0 is still checked against the record's real tag."""
+    return 0 if tag is None else zlib.crc32(tag) + 1
+
+
+class QueueIndex:
+    """Entries of one partition. Writers are serialised by the store; readers may run alongside."""
+
+    def __init__(
+        self, directory: str, entries_per_file: int, next_offset: int | None = None
+    ) -> None:
+        self.dir = ensure_dir(directory)
+        self.per_file = entries_per_file
+        self._fds: dict[int, int] = {}
+        self._lock = threading.RLock()  # fds may be evicted: IO happens under it
+        starts = sorted(int(n) for n in os.listdir(self.dir) if n.isdigit() and len(n) == 20)
+        self.file_starts = starts
+        if next_offset is None:
+            next_offset = 0
+            if starts:
+                size = os.path.getsize(self._path(starts[-1]))
+                next_offset = starts[-1] + size // ENTRY_SIZE
+        self.next_offset = next_offset
+        self.first_offset = starts[0] if starts else 0
+        self.truncate(next_offset)
+
+    def _path(self, start: int) -> str:
+        return os.path.join(self.dir, f"{start:020d}")
+
+    def _fd(self, start: int, create: bool = False) -> int:
+        with self._lock:
+            fd = self._fds.get(start)
+            if fd is None:
+                flags = os.O_RDWR | (os.O_CREAT if create else 0)
+                fd = os.open(self._path(start), flags, 0o644)
+                if len(self._fds) >= 4:
+                    oldest = min(k for k in self._fds if k != start)
+                    old_fd = self._fds.pop(oldest)
+                    os.fsync(old_fd)  # a checkpoint only syncs the fds still open
+                    os.close(old_fd)
+                self._fds[start] = fd
+                if create and start not in self.file_starts:
+                    self.file_starts.append(start)
+                    self.file_starts.sort()
+            return fd
+
+    def append(self, entries: np.ndarray) -> int:
+        """Write entries at ``next_offset``; returns the first offset they got."""
+        first = self.next_offset
+        done = 0
+        n = len(entries)
+        raw = entries.view(np.uint8).reshape(-1)
+        while done < n:
+            off = first + done
+            start = off - off % self.per_file
+            take = min(n - done, start + self.per_file - off)
+            with self._lock:
+                pwrite_all(
+                    self._fd(start, create=True),
+                    raw[done * ENTRY_SIZE : (done + take) * ENTRY_SIZE],
+                    (off - start) * ENTRY_SIZE,
+                )
+            done += take
+        self.next_offset = first + n
+        return first
+
+    def read(self, offset: int, count: int) -> np.ndarray:
+        """Up to ``count`` entries from ``offset`` (fewer at the end)."""
+        count = max(0, min(count, self.next_offset - offset))
+        parts = []
+        while count > 0:
+            start = offset - offset % self.per_file
+            take = min(count, start + self.per_file - offset)
+            with self._lock:
+                data = pread_exact(
+                    self._fd(start), take * ENTRY_SIZE, (offset - start) * ENTRY_SIZE
+                )
+            parts.append(np.frombuffer(data, dtype=ENTRY_DTYPE))
+            offset += take
+            count -= take
+        if not parts:
+            return np.zeros(0, dtype=ENTRY_DTYPE)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def truncate(self, next_offset: int) -> None:
+        """Drop entries at and after ``next_offset`` (recovery rewrites them from the log)."""
+        for start in list(self.file_starts):
+            path = self._path(start)
+            if start >= next_offset and start != self.file_starts[0]:
+                self._close(start)
+                remove_file(path)
+                self.file_starts.remove(start)
+            else:
+                keep = max(0, min(next_offset - start, self.per_file)) * ENTRY_SIZE
+                if os.path.getsize(path) > keep:
+                    os.truncate(path, keep)
+        self.next_offset = next_offset
+
+    def drop_before(self, offset: int) -> None:
+        """Expire whole files that end at or before ``offset`` and raise first_offset."""
+        for start in list(self.file_starts):
+            if start + self.per_file <= offset and start + self.per_file <= self.next_offset:
+                self._close(start)
+                remove_file(self._path(start))
+                self.file_starts.remove(start)
+        self.first_offset = max(self.first_offset, offset)
+
+    def sync(self) -> None:
+        with self._lock:
+            for fd in self._fds.values():
+                os.fsync(fd)
+
+    def _close(self, start: int) -> None:
+        with self._lock:
+            fd = self._fds.pop(start, None)
+        if fd is not None:
+            os.close(fd)
+
+    def close(self) -> None:
+        for start in list(self._fds):
+            self._close(start)

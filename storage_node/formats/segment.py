@@ -1,0 +1,56 @@
+"""Commit-log segment naming and scanning.
+
+Segments are named by their first log position as 20 decimal digits (seed 004), so the file
+holding position p is the last one whose name is <= p. Positions are 64-bit and continuous
+across segments (a record never straddles two files).
+"""
+
+from __future__ import annotations
+
+import os
+
+from storage_node.formats.record import check_record
+
+NAME_DIGITS = 20
+
+
+def segment_name(start: int) -> str:
+    return f"{start:0{NAME_DIGITS}d}"
+
+
+def parse_segment_name(name: str) -> int | None:
+    return int(name) if len(name) == NAME_DIGITS and name.isdigit() else None
+
+
+def list_segments(directory: str) -> list[int]:
+    if not os.path.isdir(directory):
+        return []
+    return sorted(
+        s for s in (parse_segment_name(n) for n in os.listdir(directory)) if s is not None
+    )
+
+
+def scan_segment(data: bytes, start: int = 0) -> tuple[int, list[int]]:
+    """Walk records from ``start``; returns (end of the valid run, offsets of bad records kept).
+
+    A bad record whose length is plausible and is followed by a valid record is mid-file
+    corruption: it is recorded and skipped, never served. The
+    first bad record that is not is a torn tail: the run ends there.
+    """
+    off = start
+    n = len(data)
+    corrupt: list[int] = []
+    while off < n:
+        size = check_record(data, off, n - off)
+        if size > 0:
+            off += size
+            continue
+        if n - off >= 8:
+            claimed = int.from_bytes(data[off : off + 4], "little")
+            nxt = off + claimed
+            if claimed >= 46 and nxt < n and check_record(data, nxt, n - nxt) > 0:
+                corrupt.append(off)
+                off = nxt
+                continue
+        break
+    return off, corrupt

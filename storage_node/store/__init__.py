@@ -1,0 +1,27 @@
+"""Layer 3: the segment store service (see docs/ENGINE_API.md)."""
+
+from storage_node.store.config import StoreConfig
+from storage_node.store.partitioning import partition_for_key
+from storage_node.store.store import Store
+from storage_node.store.types import (
+    AppendResult,
+    FileInfo,
+    LookupResult,
+    Message,
+    MessageIn,
+    ReadResult,
+    TopicConfig,
+)
+
+__all__ = [
+    "AppendResult",
+    "FileInfo",
+    "LookupResult",
+    "Message",
+    "MessageIn",
+    "ReadResult",
+    "Store",
+    "StoreConfig",
+    "TopicConfig",
+    "partition_for_key",
+]

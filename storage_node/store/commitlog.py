@@ -1,0 +1,343 @@
+"""The commit log: one sequential log for all topics, with a double-buffered write cache.
+
+Appends (serialised by the store's append lock) place encoded records into the *active*
+cache buffer and decide segment boundaries. A flusher thread swaps the buffers, writes the
+full one with one ``writev`` per segment touched, fsyncs, and wakes the waiters: in ``sync``
+mode an append returns after the fsync that covers it, so every batch that arrived during
+one fsync shares the next one (group commit). In ``async`` mode the flusher runs when the
+cache reaches a count, byte or age threshold (seed 002). Reads of positions not yet in a
+file are served from the cache.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from storage_node.backend.files import ensure_dir, fsync_dir, write_all
+from storage_node.errors import DiskFull, OffsetOutOfRange, Unavailable
+from storage_node.formats.record import Record, decode_record
+from storage_node.formats.segment import segment_name
+from storage_node.store.segments import BlockSegment, RawSegment
+
+IOV_MAX = 512
+
+
+@dataclass(slots=True)
+class Chunk:
+    pos: int  # log position of the first byte
+    seg: int  # start position of the segment it belongs to
+    data: bytes
+    count: int
+
+
+class CommitLog:
+    def __init__(
+        self,
+        root: str,
+        segment_bytes: int,
+        flush_mode: str,
+        flush_max_messages: int,
+        flush_max_bytes: int,
+        flush_max_age_ms: int,
+    ) -> None:
+        self.root = root
+        self.dirs = {
+            s: ensure_dir(os.path.join(root, s)) for s in ("unsealed", "compacted", "uploaded")
+        }
+        self.segment_bytes = segment_bytes
+        self.sync_mode = flush_mode == "sync"
+        self.max_messages = flush_max_messages
+        self.max_bytes = flush_max_bytes
+        self.max_age = flush_max_age_ms / 1000.0
+        self.segments: dict[int, RawSegment | BlockSegment] = {}
+        self.starts: list[int] = []
+        self.retired: list[RawSegment | BlockSegment] = []
+        self.start_pos = 0  # first position still held (expiry raises it)
+        self.end = 0  # next position to hand out (includes the cache)
+        self.written_end = 0  # bytes below this are in files
+        self.durable_end = 0  # bytes below this are fsynced
+        self.fill_seg = 0  # segment the next append goes to
+        self.fill_bytes = 0
+        self._cond = threading.Condition()
+        self._active: list[Chunk] = []
+        self._active_bytes = 0
+        self._active_count = 0
+        self._active_since = 0.0
+        self._flushing: list[Chunk] = []
+        self._waiters = 0
+        self._closing = False
+        self._error: Exception | None = None
+        self._write_fd: int | None = None
+        self._write_seg = -1
+        self._thread: threading.Thread | None = None
+        self.stats = {"flushes": 0, "fsyncs": 0, "bytes_written": 0}
+
+    # ---- setup (recovery) -------------------------------------------------------------
+    def install(self, start: int, handle: RawSegment | BlockSegment) -> None:
+        """Register (or replace, atomically for readers) the handle of a segment."""
+        with self._cond:
+            old = self.segments.get(start)
+            self.segments[start] = handle
+            if old is None:
+                bisect.insort(self.starts, start)
+            elif old is not handle:
+                self.retired.append(old)
+
+    def remove(self, start: int) -> None:
+        with self._cond:
+            old = self.segments.pop(start, None)
+            if old is not None:
+                self.starts.remove(start)
+                self.retired.append(old)
+            self.start_pos = self.starts[0] if self.starts else self.end
+
+    def set_end(self, end: int) -> None:
+        """After recovery: the log ends at ``end`` and the last unsealed segment is active."""
+        self.end = self.written_end = self.durable_end = end
+        if self.starts and isinstance(self.segments[self.starts[-1]], RawSegment):
+            self.fill_seg = self.starts[-1]
+            self.fill_bytes = end - self.fill_seg
+        else:
+            self.fill_seg = end
+            self.fill_bytes = 0
+        self.start_pos = self.starts[0] if self.starts else end
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._flush_loop, name="msgstore-flusher", daemon=True
+        )
+        self._thread.start()
+
+    # ---- append path (caller holds the store's append lock) ---------------------------
+    def append(self, data: bytes, sizes: list[int]) -> np.ndarray:
+        """Queue ``data`` (whole records of ``sizes``); returns each record's position."""
+        if self._error is not None:
+            raise self._error
+        if self._closing:
+            raise Unavailable("store is closing")
+        n = len(sizes)
+        base = self.end
+        rel = np.zeros(n, dtype=np.int64)
+        if n > 1:
+            np.cumsum(sizes[:-1], out=rel[1:])
+        positions = rel + base
+        total = len(data)
+        chunks: list[Chunk] = []
+        done = 0
+        off = 0
+        while done < n:
+            room = self.segment_bytes - self.fill_bytes
+            if off == 0 and total <= room:
+                take, take_bytes = n, total
+            else:
+                cum_end = rel[done:] - rel[done] + np.asarray(sizes[done:], dtype=np.int64)
+                take = int(np.searchsorted(cum_end, room, side="right"))
+                if take == 0 and self.fill_bytes == 0:
+                    take = 1  # a record bigger than a segment gets a segment of its own
+                take_bytes = int(cum_end[take - 1]) if take else 0
+            if take == 0:
+                self.fill_seg = base + off  # roll: the next record starts a new segment
+                self.fill_bytes = 0
+                continue
+            piece = data if (off == 0 and take == n) else data[off : off + take_bytes]
+            chunks.append(Chunk(base + off, self.fill_seg, piece, take))
+            self.fill_bytes += take_bytes
+            off += take_bytes
+            done += take
+        with self._cond:
+            if not self._active:
+                self._active_since = time.monotonic()
+            for c in chunks:
+                self._register_segment(c.seg)
+                self._active.append(c)
+            self._active_bytes += total
+            self._active_count += n
+            self.end = base + total
+            if self._should_flush_locked():
+                self._cond.notify_all()
+        return positions
+
+    def _register_segment(self, seg: int) -> None:
+        if seg not in self.segments:
+            self.segments[seg] = RawSegment(
+                seg, os.path.join(self.dirs["unsealed"], segment_name(seg))
+            )
+            bisect.insort(self.starts, seg)
+
+    def _roll_locked(self) -> None:
+        self.fill_seg = self.end
+        self.fill_bytes = 0
+
+    def roll(self) -> None:
+        """Start a new segment at the next append (seal the current one)."""
+        if self.fill_bytes > 0:
+            self._roll_locked()
+
+    def _should_flush_locked(self) -> bool:
+        if not self._active:
+            return False
+        if self.sync_mode and self._waiters:
+            return True
+        return (
+            self._closing
+            or self._active_count >= self.max_messages
+            or self._active_bytes >= self.max_bytes
+            or time.monotonic() - self._active_since >= self.max_age
+        )
+
+    def wait_durable(self, target: int) -> None:
+        """Block until every byte below ``target`` is fsynced (sync acknowledgement)."""
+        with self._cond:
+            if self.durable_end >= target:
+                return
+            self._waiters += 1
+            self._cond.notify_all()
+            try:
+                while self.durable_end < target:
+                    if self._error is not None:
+                        raise self._error
+                    if self._thread is None or not self._thread.is_alive():
+                        raise Unavailable("flusher is not running")
+                    self._cond.wait(0.5)
+            finally:
+                self._waiters -= 1
+
+    def backpressure(self) -> None:
+        """Keep the cache bounded: wait while the unflushed bytes exceed four flush sizes."""
+        limit = max(4 * self.max_bytes, 64 << 20)
+        with self._cond:
+            while self._active_bytes > limit and self._error is None and not self._closing:
+                self._cond.notify_all()
+                self._cond.wait(0.1)
+
+    def flush(self) -> None:
+        """Write and fsync everything appended so far."""
+        self.wait_durable(self.end)
+
+    # ---- flusher ---------------------------------------------------------------------
+    def _flush_loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._should_flush_locked():
+                    if self._closing and not self._active:
+                        return
+                    timeout = None
+                    if self._active and not self.sync_mode:
+                        timeout = max(0.001, self.max_age - (time.monotonic() - self._active_since))
+                    elif self._active:
+                        timeout = self.max_age
+                    self._cond.wait(timeout if timeout is not None else 0.5)
+                batch = self._active
+                self._flushing = batch
+                self._active = []
+                self._active_bytes = 0
+                self._active_count = 0
+            try:
+                self._write(batch)
+            except OSError as exc:
+                err = (
+                    DiskFull(f"commit log write failed: {exc}")
+                    if exc.errno == 28
+                    else Unavailable(f"commit log write failed: {exc}")
+                )
+                with self._cond:
+                    self._error = err
+                    self._cond.notify_all()
+                return
+            end = batch[-1].pos + len(batch[-1].data)
+            with self._cond:
+                self.written_end = end
+                self.durable_end = end
+                self._flushing = []
+                self.stats["flushes"] += 1
+                self._cond.notify_all()
+
+    def _write(self, batch: list[Chunk]) -> None:
+        i = 0
+        while i < len(batch):
+            seg = batch[i].seg
+            j = i
+            while j < len(batch) and batch[j].seg == seg and j - i < IOV_MAX:
+                j += 1
+            if seg != self._write_seg:
+                self._open_for_write(seg)
+            bufs = [c.data for c in batch[i:j]]
+            want = sum(len(b) for b in bufs)
+            got = os.writev(self._write_fd, bufs)
+            if got != want:
+                write_all(self._write_fd, b"".join(bufs)[got:])
+            self.stats["bytes_written"] += want
+            i = j
+        os.fsync(self._write_fd)
+        self.stats["fsyncs"] += 1
+
+    def _open_for_write(self, seg: int) -> None:
+        if self._write_fd is not None:
+            os.fsync(self._write_fd)
+            os.close(self._write_fd)
+        path = os.path.join(self.dirs["unsealed"], segment_name(seg))
+        self._write_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        fsync_dir(self.dirs["unsealed"])
+        self._write_seg = seg
+
+    # ---- reads -----------------------------------------------------------------------
+    def _cached(self, pos: int) -> tuple[bytes, int] | None:
+        with self._cond:
+            if pos < self.written_end:
+                return None
+            chunks = self._flushing + self._active
+        i = bisect.bisect_right([c.pos for c in chunks], pos) - 1
+        if i < 0 or pos >= chunks[i].pos + len(chunks[i].data):
+            raise OffsetOutOfRange(f"log position {pos} is beyond the end of the log")
+        return chunks[i].data, pos - chunks[i].pos
+
+    def read(self, pos: int) -> Record:
+        """The record at log position ``pos`` (CRC-checked; CorruptData if it fails)."""
+        if pos < self.start_pos or pos >= self.end:
+            raise OffsetOutOfRange(f"log position {pos} is not held")
+        hit = self._cached(pos)
+        if hit is not None:
+            return decode_record(hit[0], hit[1], where=f"at log position {pos}")
+        starts = self.starts
+        i = bisect.bisect_right(starts, pos) - 1
+        if i < 0:
+            raise OffsetOutOfRange(f"log position {pos} is not held")
+        seg = self.segments.get(starts[i])
+        if seg is None:  # swapped or expired meanwhile
+            return self.read(pos)
+        buf, off = seg.record_view(pos - seg.start)
+        return decode_record(
+            buf, off, where=f"at log position {pos} ({seg.state} segment {segment_name(seg.start)})"
+        )
+
+    def is_sealed(self, start: int) -> bool:
+        """A segment is sealed once appends moved past it and its bytes are durable."""
+        seg = self.segments.get(start)
+        if seg is None or start == self.fill_seg:
+            return False
+        i = self.starts.index(start)
+        nxt = self.starts[i + 1] if i + 1 < len(self.starts) else self.end
+        return nxt <= self.durable_end
+
+    def segment_end(self, start: int) -> int:
+        i = self.starts.index(start)
+        return self.starts[i + 1] if i + 1 < len(self.starts) else self.end
+
+    def close(self) -> None:
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+        if self._write_fd is not None:
+            os.fsync(self._write_fd)
+            os.close(self._write_fd)
+            self._write_fd = None
+        for seg in list(self.segments.values()) + self.retired:
+            seg.close()

@@ -1,0 +1,139 @@
+"""The set of key-index files of a node, newest last, in any lifecycle state.
+
+Appends go to the one active unsealed IndexFile; when it is full it is sealed and a new one
+starts. Lookups walk the files newest first, choosing a file when its [begin, end] time
+range overlaps the query, and the caller stops as soon as max_count is met.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator
+
+import numpy as np
+
+from storage_node.backend.files import ensure_dir
+from storage_node.backend.objectstore import ObjectStore
+from storage_node.formats.key_index import KeyIndexFile
+from storage_node.formats.key_index_compacted import CompactedKeyIndex
+
+KeyIndexHandle = KeyIndexFile | CompactedKeyIndex
+
+
+def index_file_name(begin_ms: int, begin_pos: int) -> str:
+    """Named by begin time (as in RocketMQ) plus first log position, so names never collide."""
+    return f"{begin_ms:013d}-{begin_pos:020d}"
+
+
+def is_index_name(name: str) -> bool:
+    parts = name.split("-")
+    return len(parts) == 2 and len(parts[1]) == 20 and all(p.isdigit() for p in parts)
+
+
+def name_begin_pos(name: str) -> int:
+    return int(name.split("-")[1])
+
+
+class KeyIndexSet:
+    def __init__(self, root: str, slots: int, items: int) -> None:
+        self.dirs = {
+            s: ensure_dir(os.path.join(root, s)) for s in ("unsealed", "compacted", "uploaded")
+        }
+        self.slots = slots
+        self.items = items
+        self.files: dict[str, KeyIndexHandle] = {}
+        self.states: dict[str, str] = {}
+        self.names: list[str] = []
+        self.active: KeyIndexFile | None = None
+        self.retired: list[KeyIndexHandle] = []
+        self._lock = threading.Lock()
+
+    def install(self, name: str, state: str, handle: KeyIndexHandle) -> None:
+        with self._lock:
+            old = self.files.get(name)
+            self.files[name] = handle
+            self.states[name] = state
+            if old is None:
+                self.names = sorted(self.files)
+            elif old is not handle:
+                self.retired.append(old)
+
+    def remove(self, name: str) -> None:
+        with self._lock:
+            old = self.files.pop(name, None)
+            self.states.pop(name, None)
+            self.names = sorted(self.files)
+            if old is not None:
+                self.retired.append(old)
+            if old is self.active:
+                self.active = None
+
+    @staticmethod
+    def open_local(path: str, state: str) -> KeyIndexHandle:
+        if state == "unsealed":
+            return KeyIndexFile.open(path)
+        fd = os.open(path, os.O_RDONLY)
+        size = os.fstat(fd).st_size
+        data = os.pread(fd, size, 0) if size < (1 << 20) else None
+        if data is not None:
+            os.close(fd)
+            return CompactedKeyIndex(size, lambda o, n: data[o : o + n])
+        return CompactedKeyIndex(size, lambda o, n: os.pread(fd, n, o))
+
+    @staticmethod
+    def open_remote(manifest_path: str, objects: ObjectStore) -> KeyIndexHandle:
+        with open(manifest_path, "rb") as fh:
+            manifest = json.loads(fh.read())
+        key = manifest["object_key"]
+        return CompactedKeyIndex(
+            int(manifest["stored_size"]), lambda o, n: objects.get_range(key, o, n)
+        )
+
+    def add(self, hashes: np.ndarray, positions: np.ndarray, store_ms: int) -> list[str]:
+        """Insert a batch; returns the names of files sealed because they filled up."""
+        sealed = []
+        done = 0
+        n = len(hashes)
+        while done < n:
+            if self.active is None or self.active.full:
+                if self.active is not None:
+                    self.active.flush()
+                    sealed.append(self.active.name)
+                self._new_active(store_ms, int(positions[done]))
+            done += self.active.add_batch(hashes[done:], positions[done:], store_ms)
+        return sealed
+
+    def _new_active(self, begin_ms: int, begin_pos: int) -> None:
+        name = index_file_name(begin_ms, begin_pos)
+        path = os.path.join(self.dirs["unsealed"], name)
+        f = KeyIndexFile.create(path, self.slots, self.items, begin_ms, begin_pos)
+        self.install(name, "unsealed", f)
+        self.active = f
+
+    def seal_active(self) -> str | None:
+        """Stop appending to the active file (the next keyed message starts a new one)."""
+        if self.active is None or self.active.count <= 1:
+            return None
+        name = self.active.name
+        self.active.flush()
+        self.active = None
+        return name
+
+    def lookup(self, khash: int, begin_ms: int, end_ms: int) -> Iterator[int]:
+        with self._lock:
+            handles = [self.files[n] for n in reversed(self.names)]
+        for h in handles:
+            if h.end_ms < begin_ms or h.begin_ms > end_ms:
+                continue
+            yield from h.candidates(khash, begin_ms, end_ms)
+
+    def sync(self) -> None:
+        if self.active is not None:
+            self.active.flush()
+
+    def close(self) -> None:
+        for h in list(self.files.values()) + self.retired:
+            if isinstance(h, KeyIndexFile):
+                h.close()

@@ -1,0 +1,112 @@
+"""Message-ID indexes of a node: one two-level index file per app and hour.
+
+Keeps a bounded set of open files, hands out node-assigned sequence numbers (continuing
+after a restart from what the index already holds), and resolves IDs to log positions.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from storage_node.backend.files import ensure_dir
+from storage_node.formats.msgid import MessageId, MsgIdIndexFile, hour_folder
+
+MAX_OPEN = 64
+
+
+class MsgIdIndexes:
+    def __init__(self, root: str) -> None:
+        self.root = ensure_dir(root)
+        self._files: OrderedDict[tuple[int, str], MsgIdIndexFile] = OrderedDict()
+        self._next: dict[tuple[str, int], int] = {}
+        self._dirty: set[tuple[int, str]] = set()
+        self._lock = threading.RLock()
+
+    def _path(self, hour: int, app: str) -> str:
+        return os.path.join(self.root, hour_folder(hour), app)
+
+    def _file(self, hour: int, app: str, create: bool) -> MsgIdIndexFile | None:
+        key = (hour, app)
+        f = self._files.get(key)
+        if f is not None:
+            self._files.move_to_end(key)
+            return f
+        path = self._path(hour, app)
+        if not create and not os.path.exists(path):
+            return None
+        f = MsgIdIndexFile(path)
+        self._files[key] = f
+        while len(self._files) > MAX_OPEN:
+            old_key, old = self._files.popitem(last=False)
+            if old_key in self._dirty:
+                old.sync()
+                self._dirty.discard(old_key)
+            old.close()
+        return f
+
+    def assign(self, app: str, hour: int, ip: int, n: int) -> int:
+        """Reserve ``n`` consecutive sequence numbers of (app, hour) for this node's IP."""
+        with self._lock:
+            key = (app, hour)
+            first = self._next.get(key)
+            if first is None:
+                f = self._file(hour, app, create=False)
+                first = f.next_seq(ip) if f is not None else 0
+            self._next[key] = first + n
+            return first
+
+    def note_seq(self, app: str, hour: int, seq: int) -> None:
+        """Keep node-assigned numbers above one seen during replay."""
+        with self._lock:
+            key = (app, hour)
+            if key in self._next and self._next[key] <= seq:
+                self._next[key] = seq + 1
+
+    def put_run(self, app: str, hour: int, ip: int, first_seq: int, positions: np.ndarray) -> None:
+        with self._lock:
+            self._file(hour, app, create=True).put_run(ip, first_seq, positions)
+            self._dirty.add((hour, app))
+
+    def put(self, mid: MessageId, position: int) -> None:
+        with self._lock:
+            self._file(mid.hour, mid.app, create=True).put(mid.ip, mid.seq, position)
+            self._dirty.add((mid.hour, mid.app))
+
+    def get(self, mid: MessageId) -> int | None:
+        with self._lock:
+            f = self._file(mid.hour, mid.app, create=False)
+            return None if f is None else f.get(mid.ip, mid.seq)
+
+    def sync(self) -> None:
+        with self._lock:
+            for key in list(self._dirty):
+                f = self._files.get(key)
+                if f is not None:
+                    f.sync()
+            self._dirty.clear()
+
+    def expire_before(self, hour: int) -> int:
+        """Delete the folders of hours older than ``hour``; returns how many."""
+        removed = 0
+        with self._lock:
+            cutoff = hour_folder(hour)
+            for key in [k for k in self._files if hour_folder(k[0]) < cutoff]:
+                self._files.pop(key).close()
+                self._dirty.discard(key)
+            for name in os.listdir(self.root):
+                if len(name) == 10 and name.isdigit() and name < cutoff:
+                    shutil.rmtree(os.path.join(self.root, name), ignore_errors=True)
+                    removed += 1
+        return removed
+
+    def close(self) -> None:
+        with self._lock:
+            self.sync()
+            for f in self._files.values():
+                f.close()
+            self._files.clear()

@@ -1,0 +1,134 @@
+"""Readers of one commit-log segment in each lifecycle state.
+
+``unsealed`` segments are plain files read with pread; ``compacted`` ones are block files
+read through their block index; ``uploaded`` ones are the same block files read with ranged
+GETs from the object store. All answer ``record_view(rel)``: a buffer and the offset in it
+where the record at relative position ``rel`` starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+
+from storage_node.backend.files import pread_exact
+from storage_node.backend.objectstore import ObjectStore
+from storage_node.errors import CorruptData
+from storage_node.formats.compressed import CompressedSegmentReader
+from storage_node.formats.record import PREFIX
+
+READ_AHEAD = 4096
+
+
+class RawSegment:
+    """An unsealed (active or sealed) segment file."""
+
+    state = "unsealed"
+
+    def __init__(self, start: int, path: str) -> None:
+        self.start = start
+        self.path = path
+        self._fd: int | None = None
+        self._lock = threading.Lock()
+
+    def fd(self) -> int:
+        if self._fd is None:
+            with self._lock:
+                if self._fd is None:
+                    self._fd = os.open(self.path, os.O_RDONLY)
+        return self._fd
+
+    @property
+    def raw_size(self) -> int:
+        try:
+            return os.path.getsize(self.path)
+        except FileNotFoundError:
+            return 0
+
+    stored_size = raw_size
+
+    def record_view(self, rel: int) -> tuple[bytes, int]:
+        fd = self.fd()
+        data = os.pread(fd, READ_AHEAD, rel)
+        if len(data) >= 4:
+            size = PREFIX.unpack_from(data, 0)[0]
+            if size > len(data):
+                data = pread_exact(fd, size, rel)
+        return data, 0
+
+    def read_all(self) -> bytes:
+        with open(self.path, "rb") as fh:
+            return fh.read()
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+class BlockSegment:
+    """A compacted segment, local (pread) or uploaded (ranged object reads)."""
+
+    def __init__(self, start: int, state: str, reader: CompressedSegmentReader, where: str) -> None:
+        self.start = start
+        self.state = state
+        self.reader = reader
+        self.where = where
+        self._fd: int | None = None
+
+    @classmethod
+    def local(cls, start: int, path: str) -> BlockSegment:
+        fd = os.open(path, os.O_RDONLY)
+        size = os.fstat(fd).st_size
+        try:
+            reader = CompressedSegmentReader(size, lambda o, n: pread_exact(fd, n, o))
+        except CorruptData:
+            os.close(fd)
+            raise
+        seg = cls(start, "compacted", reader, path)
+        seg._fd = fd
+        return seg
+
+    @classmethod
+    def remote(cls, start: int, manifest_path: str, objects: ObjectStore) -> BlockSegment:
+        with open(manifest_path, "rb") as fh:
+            manifest = json.loads(fh.read())
+        key = manifest["object_key"]
+        reader = CompressedSegmentReader(
+            int(manifest["stored_size"]), lambda o, n: objects.get_range(key, o, n)
+        )
+        return cls(start, "uploaded", reader, key)
+
+    @property
+    def raw_size(self) -> int:
+        return self.reader.raw_size
+
+    @property
+    def stored_size(self) -> int:
+        return self.reader.stored_size
+
+    def record_view(self, rel: int) -> tuple[bytes, int]:
+        return self.reader.read_at(rel)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+class CorruptSegment:
+    """Stand-in for a segment file that failed its checks at open: reads report, never serve."""
+
+    def __init__(self, start: int, state: str, size: int, reason: str) -> None:
+        self.start = start
+        self.state = state
+        self.raw_size = size
+        self.stored_size = size
+        self.reason = reason
+
+    def record_view(self, rel: int) -> tuple[bytes, int]:
+        raise CorruptData(f"segment {self.start:020d} is corrupt: {self.reason}")
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,755 @@
+"""The store service: topics, appends, reads, lookups, offsets, checkpoints.
+
+Write path (one batch): validate everything first (nothing is written for a bad batch),
+then under the append lock encode the batch into one buffer, hand it to the commit log's
+write cache, and update the derived indexes with whole arrays (queue entries, key-index
+items and chain links, message-ID addresses). The caller then waits for the fsync that
+covers the batch (``sync``) or returns at once (``async``).
+
+Recovery, the lifecycle worker and remote compaction live in their own modules and work
+on this object.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import fcntl
+import os
+import threading
+import time
+import zlib
+from collections.abc import Sequence
+
+import numpy as np
+
+from storage_node.backend.files import ensure_dir
+from storage_node.backend.objectstore import ObjectStore, open_object_store
+from storage_node.errors import (
+    InvalidArgument,
+    InvalidBatch,
+    MessageTooLarge,
+    NotFound,
+    NotOwner,
+    OffsetOutOfRange,
+    Unavailable,
+)
+from storage_node.formats.checkpoint import Checkpoint
+from storage_node.formats.key_index import key_hash
+from storage_node.formats.msgid import MS_PER_HOUR, ip_to_int, parse_msg_id
+from storage_node.formats.queue_index import ENTRY_DTYPE, QueueIndex, tag_hash
+from storage_node.formats.record import (
+    MAX_KEY_BYTES,
+    MAX_TAG_BYTES,
+    Record,
+    encode_batch,
+)
+from storage_node.store.commitlog import CommitLog
+from storage_node.store.config import StoreConfig
+from storage_node.store.dedup import DedupTable
+from storage_node.store.keyindex import KeyIndexSet
+from storage_node.store.msgids import MsgIdIndexes
+from storage_node.store.names import check_name
+from storage_node.store.offsets import OffsetStore
+from storage_node.store.partitioning import partition_for_key
+from storage_node.store.topics import TopicRegistry
+from storage_node.store.types import (
+    AppendResult,
+    FileInfo,
+    LookupResult,
+    Message,
+    MessageIn,
+    ReadResult,
+    TopicConfig,
+)
+
+MAX_BATCH = 100_000
+MAX_READ_MESSAGES = 10_000
+MAX_LOOKUP = 10_000
+TAG_SCAN_LIMIT = 20_000
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _check_int(name: str, value: object, low: int, high: int) -> int:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | np.integer)
+        or not low <= value <= high
+    ):
+        raise InvalidArgument(f"{name} must be an integer in [{low}, {high}], not {value!r}")
+    return int(value)
+
+
+def to_message(rec: Record) -> Message:
+    return Message(
+        rec.topic,
+        rec.partition,
+        rec.queue_offset,
+        rec.key,
+        rec.tag,
+        rec.msg_id,
+        rec.born_ms,
+        rec.store_ms,
+        rec.value,
+    )
+
+
+class Store:
+    """One node's segment store. Thread-safe; open with ``Store.open(config)``."""
+
+    def __init__(self, config: StoreConfig) -> None:
+        self.config = config.validate()
+        root = self.root = os.path.abspath(config.data_dir)
+        ensure_dir(root)
+        self._lock_fd = os.open(os.path.join(root, "LOCK"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(self._lock_fd)
+            raise Unavailable(f"data directory is in use by another store: {exc}") from exc
+        self.ready = False
+        self._closed = False
+        self._lock = threading.RLock()  # the append lock
+        self._ckpt_lock = threading.Lock()
+        self._maint_lock = threading.Lock()  # one compaction/upload/expiry at a time
+        self.checkpoint_path = os.path.join(root, "checkpoint")
+        self.topics = TopicRegistry(os.path.join(root, "topics.json"))
+        self.offsets = OffsetStore(os.path.join(root, "offsets"))
+        self.dedup = DedupTable(os.path.join(root, "producers.json"))
+        self.log = CommitLog(
+            os.path.join(root, "commitlog"),
+            config.segment_bytes,
+            config.flush_mode,
+            config.flush_max_messages,
+            config.flush_max_bytes,
+            config.flush_max_age_ms,
+        )
+        self.keyidx = KeyIndexSet(
+            os.path.join(root, "index"), config.index_slots, config.index_items
+        )
+        self.msgids = MsgIdIndexes(os.path.join(root, "msgid"))
+        self.objects: ObjectStore = open_object_store(
+            config.object_store_url or os.path.join(root, "objects")
+        )
+        self.queues: dict[tuple[str, int], QueueIndex] = {}
+        self.node_ip = ip_to_int(config.node_ip)
+        self.node_iphex = f"{self.node_ip:08x}"
+        self.last_store_ms = 0
+        self._rr: dict[str, int] = {}
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._stop = threading.Event()
+        self._maint_thread: threading.Thread | None = None
+        self.recovery_report: dict = {}
+        self.counters = {
+            "appended_messages": 0,
+            "appended_bytes": 0,
+            "append_batches": 0,
+            "duplicate_batches": 0,
+            "reads": 0,
+            "key_lookups": 0,
+            "msgid_lookups": 0,
+            "checkpoints": 0,
+            "compacted_segments": 0,
+            "compacted_key_indexes": 0,
+            "uploaded_files": 0,
+            "expired_files": 0,
+        }
+
+    # ---- lifecycle of the object ------------------------------------------------------
+    @classmethod
+    def open(cls, config: StoreConfig) -> Store:
+        """Open (and recover) the store in ``config.data_dir``."""
+        from storage_node.store.recovery import recover
+
+        store = cls(config)
+        try:
+            store.recovery_report = recover(store)
+            store.log.start()
+            store.checkpoint(clean=False)
+        except BaseException:
+            store._release()
+            raise
+        store._maint_thread = threading.Thread(
+            target=store._maintenance_loop, name="msgstore-maint", daemon=True
+        )
+        store._maint_thread.start()
+        store.ready = True
+        return store
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Flush, checkpoint with the clean-shutdown flag, release everything. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self.ready = False
+        self._stop.set()
+        if self._maint_thread is not None:
+            self._maint_thread.join()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        try:
+            if self.log._error is None:
+                self.checkpoint(clean=True)
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        self.log.close()
+        self.keyidx.close()
+        self.msgids.close()
+        for q in self.queues.values():
+            q.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # drops the flock
+            self._lock_fd = None
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise Unavailable("store is closed")
+
+    def _maintenance_loop(self) -> None:
+        from storage_node.store.lifecycle import run_lifecycle_once
+
+        interval = self.config.lifecycle_interval_s
+        next_ckpt = time.monotonic() + self.config.checkpoint_interval_s
+        next_life = time.monotonic() + interval if interval > 0 else float("inf")
+        while not self._stop.wait(
+            min(1.0, max(0.05, min(next_ckpt, next_life) - time.monotonic()))
+        ):
+            now = time.monotonic()
+            try:
+                if now >= next_life:
+                    run_lifecycle_once(self)
+                    next_life = time.monotonic() + interval
+                    next_ckpt = time.monotonic() + self.config.checkpoint_interval_s
+                elif now >= next_ckpt:
+                    self.checkpoint(clean=False)
+                    next_ckpt = time.monotonic() + self.config.checkpoint_interval_s
+            except Exception as exc:  # keep serving; surface the problem in stats
+                self.counters["maintenance_errors"] = self.counters.get("maintenance_errors", 0) + 1
+                self.counters["last_maintenance_error"] = repr(exc)  # type: ignore[assignment]
+
+    # ---- topics ---------------------------------------------------------------------
+    def create_topic(self, config: TopicConfig) -> bool:
+        self._check_open()
+        with self._lock:
+            created = self.topics.create(config)
+            cfg = self.topics.get(config.name)
+            for p in range(cfg.partitions):
+                self.queue(cfg.name, p)
+            return created
+
+    def get_topic(self, name: str) -> TopicConfig:
+        return self.topics.get(name)
+
+    def list_topics(self) -> list[TopicConfig]:
+        return self.topics.all()
+
+    def queue(self, topic: str, partition: int, next_offset: int | None = None) -> QueueIndex:
+        q = self.queues.get((topic, partition))
+        if q is None:
+            path = os.path.join(self.root, "queues", topic, str(partition))
+            q = QueueIndex(path, self.config.queue_file_entries, next_offset)
+            self.queues[(topic, partition)] = q
+        return q
+
+    def partition_offsets(self, topic: str) -> list[tuple[int, int]]:
+        cfg = self.topics.get(topic)
+        out = []
+        for p in range(cfg.partitions):
+            q = self.queue(topic, p)
+            out.append((q.first_offset, q.next_offset))
+        return out
+
+    # ---- append ---------------------------------------------------------------------
+    def submit(
+        self,
+        topic: str,
+        messages: Sequence[MessageIn],
+        producer_id: str | None = None,
+        sequence: int | None = None,
+        partitions_allowed: Sequence[int] | None = None,
+    ) -> concurrent.futures.Future[list[AppendResult]]:
+        """``append`` without blocking the caller (for asyncio: ``asyncio.wrap_future``)."""
+        self._check_open()
+        if self._pool is None:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = concurrent.futures.ThreadPoolExecutor(
+                        16, thread_name_prefix="msgstore-append"
+                    )
+        return self._pool.submit(
+            self.append, topic, messages, producer_id, sequence, partitions_allowed
+        )
+
+    def append(
+        self,
+        topic: str,
+        messages: Sequence[MessageIn],
+        producer_id: str | None = None,
+        sequence: int | None = None,
+        partitions_allowed: Sequence[int] | None = None,
+    ) -> list[AppendResult]:
+        """Append a batch; durable per flush_mode when this returns. See docs/ENGINE_API.md."""
+        self._check_open()
+        cfg = self.topics.get(topic)
+        if producer_id is not None or sequence is not None:
+            check_name("producer", producer_id)
+            _check_int("sequence", sequence, 0, 2**63 - 1)
+        self.log.backpressure()
+        with self._lock:
+            self._check_open()
+            if producer_id is not None:
+                previous = self.dedup.get(producer_id, sequence)  # type: ignore[arg-type]
+                if previous is not None:
+                    self.counters["duplicate_batches"] += 1
+                    target = self.log.end
+                    results = previous
+                else:
+                    results, target = self._append_locked(
+                        cfg, messages, producer_id, sequence, partitions_allowed
+                    )
+            else:
+                results, target = self._append_locked(cfg, messages, None, None, partitions_allowed)
+        if self.log.sync_mode:
+            self.log.wait_durable(target)
+        return results
+
+    def _append_locked(
+        self,
+        cfg: TopicConfig,
+        messages: Sequence[MessageIn],
+        producer_id: str | None,
+        sequence: int | None,
+        allowed: Sequence[int] | None,
+    ) -> tuple[list[AppendResult], int]:
+        if not isinstance(messages, list | tuple) or not messages:
+            raise InvalidBatch("a batch needs at least one message")
+        n = len(messages)
+        if n > MAX_BATCH:
+            raise InvalidBatch(f"a batch holds at most {MAX_BATCH} messages")
+        topic = cfg.name
+        nparts = cfg.partitions
+        allowed_set = None
+        if allowed is not None:
+            allowed_set = {int(p) for p in allowed}
+            if not allowed_set:
+                raise NotOwner(f"this node owns no partition of {topic!r}", topic=topic)
+        max_bytes = self.config.max_message_bytes
+        store_ms = max(_now_ms(), self.last_store_ms)
+        hour = store_ms // MS_PER_HOUR
+        topic_b = topic.encode()
+        hash_base = zlib.crc32(topic_b + b"#")
+        keys_b: list[bytes | None] = [None] * n
+        tags_b: list[bytes | None] = [None] * n
+        born: list[int] = [store_ms] * n
+        parts: list[int] = [0] * n
+        values: list[bytes] = [b""] * n
+        given_ids: list[tuple[int, object]] = []
+        key_rows: list[int] = []
+        key_hashes: list[int] = []
+        sticky = -1
+        total = 0
+        # 1. validate the whole batch; nothing is written if any message is bad
+        for i, m in enumerate(messages):
+            if type(m) is not MessageIn:
+                raise InvalidBatch(f"message {i} is not a MessageIn", index=i)
+            v = m.value
+            if type(v) is not bytes:
+                if not isinstance(v, bytes | bytearray | memoryview):
+                    raise InvalidBatch(f"message {i}: value must be bytes", index=i)
+                v = bytes(v)
+            if len(v) > max_bytes:
+                raise MessageTooLarge(
+                    f"message {i} has {len(v)} bytes, more than the limit of {max_bytes}",
+                    index=i,
+                    limit=max_bytes,
+                )
+            values[i] = v
+            total += len(v)
+            k = m.key
+            if k is not None:
+                if type(k) is not str:
+                    raise InvalidBatch(f"message {i}: key must be a string", index=i)
+                kb = k.encode()
+                if len(kb) > MAX_KEY_BYTES:
+                    raise InvalidBatch(
+                        f"message {i}: key longer than {MAX_KEY_BYTES} bytes", index=i
+                    )
+                keys_b[i] = kb
+                key_rows.append(i)
+                key_hashes.append(zlib.crc32(kb, hash_base))
+            t = m.tag
+            if t is not None:
+                if type(t) is not str:
+                    raise InvalidBatch(f"message {i}: tag must be a string", index=i)
+                tb = t.encode()
+                if len(tb) > MAX_TAG_BYTES:
+                    raise InvalidBatch(
+                        f"message {i}: tag longer than {MAX_TAG_BYTES} bytes", index=i
+                    )
+                tags_b[i] = tb
+            if m.msg_id is not None:
+                try:
+                    given_ids.append((i, parse_msg_id(m.msg_id)))
+                except InvalidArgument as exc:
+                    raise InvalidBatch(f"message {i}: {exc.message}", index=i) from exc
+            ts = m.timestamp
+            if ts is not None:
+                if isinstance(ts, bool) or not isinstance(ts, int) or not 0 <= ts < 2**63:
+                    raise InvalidBatch(f"message {i}: timestamp must be ms since epoch", index=i)
+                born[i] = ts
+            p = m.partition
+            if p is not None:
+                if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < nparts:
+                    raise InvalidBatch(
+                        f"message {i}: partition {p!r} outside 0..{nparts - 1}", index=i
+                    )
+            elif k is not None:
+                p = partition_for_key(k, nparts)
+            else:
+                if sticky < 0:
+                    sticky = self._next_partition(topic, nparts, allowed_set)
+                p = sticky
+            if allowed_set is not None and p not in allowed_set:
+                raise NotOwner(
+                    f"partition {p} of {topic!r} is not served by this node",
+                    topic=topic,
+                    partition=p,
+                )
+            parts[i] = p
+        # 2. queue offsets, message IDs
+        qoffs: list[int]
+        first_part = parts[0]
+        if parts.count(first_part) == n:
+            q = self.queue(topic, first_part)
+            qoffs = list(range(q.next_offset, q.next_offset + n))
+            groups = {first_part: None}
+        else:
+            parr = np.asarray(parts)
+            qarr = np.empty(n, dtype=np.int64)
+            groups = {}
+            for p in np.unique(parr).tolist():
+                rows = np.flatnonzero(parr == p)
+                groups[p] = rows
+                start = self.queue(topic, p).next_offset
+                qarr[rows] = np.arange(start, start + len(rows))
+            qoffs = qarr.tolist()
+        assigned = n - len(given_ids)
+        ids: list[str]
+        first_seq = 0
+        if assigned:
+            first_seq = self.msgids.assign(topic, hour, self.node_ip, assigned)
+            prefix = f"{topic}-{self.node_iphex}-{hour}-"
+            if not given_ids:
+                ids = [prefix + str(s) for s in range(first_seq, first_seq + n)]
+            else:
+                given = {i for i, _ in given_ids}
+                seqs = iter(range(first_seq, first_seq + assigned))
+                ids = [
+                    m.msg_id if i in given else prefix + str(next(seqs))
+                    for i, m in enumerate(messages)
+                ]
+        else:
+            ids = [m.msg_id for m in messages]  # type: ignore[misc]
+        ids_b = [s.encode() for s in ids]
+        producer = (producer_id.encode(), sequence) if producer_id is not None else None
+        # 3. encode and queue the bytes: one buffer for the whole batch
+        data, sizes = encode_batch(
+            topic_b, parts, qoffs, born, store_ms, keys_b, tags_b, ids_b, values, producer
+        )
+        positions = self.log.append(data, sizes)
+        self.last_store_ms = store_ms
+        # 4. derived indexes, as arrays
+        entries = np.empty(n, dtype=ENTRY_DTYPE)
+        entries["pos"] = positions
+        entries["size"] = sizes
+        if any(tags_b):
+            entries["tag"] = [tag_hash(t) for t in tags_b]
+        else:
+            entries["tag"] = 0
+        for p, rows in groups.items():
+            self.queue(topic, p).append(entries if rows is None else entries[rows])
+        if key_rows:
+            kpos = positions if len(key_rows) == n else positions[np.asarray(key_rows)]
+            self.keyidx.add(np.asarray(key_hashes, dtype=np.uint32), kpos, store_ms)
+        if assigned:
+            if not given_ids:
+                self.msgids.put_run(topic, hour, self.node_ip, first_seq, positions)
+            else:
+                given = {i for i, _ in given_ids}
+                rows = np.asarray([i for i in range(n) if i not in given])
+                self.msgids.put_run(topic, hour, self.node_ip, first_seq, positions[rows])
+        for i, mid in given_ids:
+            self.msgids.put(mid, int(positions[i]))  # type: ignore[arg-type]
+        results = [AppendResult(parts[i], qoffs[i], ids[i]) for i in range(n)]
+        if producer_id is not None:
+            self.dedup.put(producer_id, sequence, results)  # type: ignore[arg-type]
+        c = self.counters
+        c["appended_messages"] += n
+        c["appended_bytes"] += total
+        c["append_batches"] += 1
+        return results, self.log.end
+
+    def _next_partition(self, topic: str, nparts: int, allowed: set[int] | None) -> int:
+        rr = self._rr.get(topic, 0)
+        self._rr[topic] = rr + 1
+        if allowed is not None:
+            choices = sorted(p for p in allowed if 0 <= p < nparts)
+            if not choices:
+                raise NotOwner(f"this node owns no partition of {topic!r}", topic=topic)
+            return choices[rr % len(choices)]
+        return rr % nparts
+
+    # ---- reads ----------------------------------------------------------------------
+    def _partition(self, topic: str, partition: object) -> tuple[TopicConfig, QueueIndex]:
+        cfg = self.topics.get(topic)
+        p = _check_int("partition", partition, 0, cfg.partitions - 1)
+        return cfg, self.queue(topic, p)
+
+    def read(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_messages: int = 100,
+        max_bytes: int = 1 << 20,
+        tag: str | None = None,
+    ) -> ReadResult:
+        """Messages from ``offset`` on; at least one if any, then up to the limits."""
+        self._check_open()
+        _cfg, q = self._partition(topic, partition)
+        max_messages = _check_int("max_messages", max_messages, 1, MAX_READ_MESSAGES)
+        max_bytes = _check_int("max_bytes", max_bytes, 1, 1 << 31)
+        if tag is not None and not isinstance(tag, str):
+            raise InvalidArgument("tag must be a string")
+        first, nxt = q.first_offset, q.next_offset
+        if isinstance(offset, bool) or not isinstance(offset, int | np.integer):
+            raise InvalidArgument(f"offset must be an integer, not {offset!r}")
+        offset = int(offset)
+        if offset < first or offset > nxt:
+            raise OffsetOutOfRange(
+                f"offset {offset} outside [{first}, {nxt}] of {topic}/{partition}",
+                first_offset=first,
+                next_offset=nxt,
+            )
+        self.counters["reads"] += 1
+        out: list[Message] = []
+        total = 0
+        want_hash = tag_hash(tag.encode()) if tag is not None else None
+        cursor = offset
+        scanned = 0
+        while cursor < nxt and len(out) < max_messages:
+            chunk = q.read(cursor, max_messages if want_hash is None else 1000)
+            if not len(chunk):
+                break
+            for pos, size, th in zip(
+                chunk["pos"].tolist(), chunk["size"].tolist(), chunk["tag"].tolist(), strict=True
+            ):
+                if want_hash is not None and th != want_hash:
+                    cursor += 1
+                    continue
+                rec = self._read_entry(pos, size, topic, partition, cursor)
+                if want_hash is not None and rec.tag != tag:
+                    cursor += 1
+                    continue
+                if out and total + len(rec.value) > max_bytes:
+                    return ReadResult(out, cursor)
+                out.append(to_message(rec))
+                total += len(rec.value)
+                cursor += 1
+                if len(out) >= max_messages:
+                    break
+            scanned += len(chunk)
+            if want_hash is not None and scanned >= TAG_SCAN_LIMIT:
+                break
+        return ReadResult(out, cursor)
+
+    def _read_entry(self, pos: int, size: int, topic: str, partition: int, offset: int) -> Record:
+        from storage_node.errors import CorruptData
+
+        if size == 0:
+            raise CorruptData(
+                f"{topic}/{partition} offset {offset} was lost to corruption", offset=offset
+            )
+        rec = self.log.read(pos)
+        if rec.topic != topic or rec.partition != partition or rec.queue_offset != offset:
+            raise CorruptData(
+                f"queue index of {topic}/{partition} disagrees with the log at offset {offset}"
+            )
+        return rec
+
+    def lookup_key(
+        self, topic: str, key: str, begin_ms: int = 0, end_ms: int = 2**63 - 1, max_count: int = 32
+    ) -> LookupResult:
+        """Messages of ``topic`` with exactly ``key`` stored in [begin_ms, end_ms], newest first."""
+        self._check_open()
+        self.topics.get(topic)
+        if not isinstance(key, str):
+            raise InvalidArgument("key must be a string")
+        begin_ms = _check_int("begin_ms", begin_ms, 0, 2**63 - 1)
+        end_ms = _check_int("end_ms", end_ms, 0, 2**63 - 1)
+        max_count = _check_int("max_count", max_count, 1, MAX_LOOKUP)
+        self.counters["key_lookups"] += 1
+        out: list[Message] = []
+        if begin_ms > end_ms:
+            return LookupResult(out, False)
+        start, end = self.log.start_pos, self.log.end
+        for pos in self.keyidx.lookup(key_hash(topic, key), begin_ms, end_ms):
+            if pos < start or pos >= end:
+                continue
+            rec = self.log.read(pos)
+            if rec.key == key and rec.topic == topic and begin_ms <= rec.store_ms <= end_ms:
+                out.append(to_message(rec))
+                if len(out) >= max_count:
+                    return LookupResult(out, True)
+        return LookupResult(out, False)
+
+    def get_message(self, msg_id: str) -> Message:
+        self._check_open()
+        mid = parse_msg_id(msg_id)
+        self.counters["msgid_lookups"] += 1
+        pos = self.msgids.get(mid)
+        if pos is None or not self.log.start_pos <= pos < self.log.end:
+            raise NotFound(f"no message with ID {msg_id!r}", msg_id=msg_id)
+        rec = self.log.read(pos)
+        if rec.msg_id != msg_id:
+            raise NotFound(f"no message with ID {msg_id!r}", msg_id=msg_id)
+        return to_message(rec)
+
+    def offset_for_timestamp(self, topic: str, partition: int, ts_ms: int) -> int:
+        """First offset whose store timestamp is >= ts_ms (next_offset if none): binary search."""
+        self._check_open()
+        _cfg, q = self._partition(topic, partition)
+        ts_ms = _check_int("timestamp", ts_ms, -(2**63), 2**63 - 1)
+        lo, hi = q.first_offset, q.next_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            entry = q.read(mid, 1)
+            rec = self._read_entry(
+                int(entry["pos"][0]), int(entry["size"][0]), topic, partition, mid
+            )
+            if rec.store_ms >= ts_ms:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    # ---- consumer offsets --------------------------------------------------------------
+    def commit_offset(self, group: str, topic: str, partition: int, offset: int) -> None:
+        self._check_open()
+        check_name("group", group)
+        _cfg, q = self._partition(topic, partition)
+        offset = _check_int("offset", offset, 0, 2**63 - 1)
+        if offset > q.next_offset:
+            raise OffsetOutOfRange(
+                f"offset {offset} is beyond next offset {q.next_offset} of {topic}/{partition}",
+                next_offset=q.next_offset,
+            )
+        self.offsets.commit(group, topic, int(partition), offset)
+
+    def committed_offsets(self, group: str, topic: str | None = None) -> dict[str, dict[int, int]]:
+        check_name("group", group)
+        if topic is not None:
+            self.topics.get(topic)
+        return self.offsets.get(group, topic)
+
+    # ---- checkpoint -------------------------------------------------------------------
+    def checkpoint(self, clean: bool = False) -> Checkpoint:
+        """Make every index durable up to a log position and record it (see recovery)."""
+        with self._ckpt_lock:
+            with self._lock:
+                active = self.keyidx.active
+                ck = Checkpoint(
+                    log_end=self.log.end,
+                    clean=False,
+                    key_index_name=active.name if active is not None else None,
+                    key_index_count=active.count if active is not None else 1,
+                    queues={},
+                    last_store_ms=self.last_store_ms,
+                )
+                for (t, p), q in self.queues.items():
+                    ck.queues.setdefault(t, {})[str(p)] = q.next_offset
+                dedup = self.dedup.snapshot()
+            self.log.wait_durable(ck.log_end)
+            self.keyidx.sync()
+            for q in list(self.queues.values()):
+                q.sync()
+            self.msgids.sync()
+            self.dedup.save(dedup)
+            ck.clean = clean
+            ck.save(self.checkpoint_path)
+            self.counters["checkpoints"] += 1
+            return ck
+
+    # ---- files, lifecycle, remote compaction (implemented in lifecycle.py) ---------------
+    def list_files(self) -> list[FileInfo]:
+        from storage_node.store.lifecycle import list_files
+
+        return list_files(self)
+
+    def seal_active(self) -> None:
+        self._check_open()
+        with self._lock:
+            self.log.roll()
+            self.keyidx.seal_active()
+        self.checkpoint(clean=False)
+
+    def compact_now(self) -> dict:
+        from storage_node.store.lifecycle import compact_now
+
+        self._check_open()
+        return compact_now(self)
+
+    def run_lifecycle_once(self, now_ms: int | None = None) -> dict:
+        from storage_node.store.lifecycle import run_lifecycle_once
+
+        self._check_open()
+        return run_lifecycle_once(self, now_ms)
+
+    def sealed_files(self) -> list[FileInfo]:
+        from storage_node.store.lifecycle import sealed_files
+
+        return sealed_files(self)
+
+    def open_sealed(self, kind: str, name: str) -> bytes:
+        from storage_node.store.lifecycle import open_sealed
+
+        self._check_open()
+        return open_sealed(self, kind, name)
+
+    def commit_compacted(self, kind: str, name: str, data: bytes, crc32: int) -> FileInfo:
+        from storage_node.store.lifecycle import commit_compacted
+
+        self._check_open()
+        return commit_compacted(self, kind, name, data, crc32)
+
+    def stats(self) -> dict:
+        files = self.list_files()
+        out: dict = dict(self.counters)
+        out.update({f"log_{k}": v for k, v in self.log.stats.items()})
+        out["log_start"] = self.log.start_pos
+        out["log_end"] = self.log.end
+        out["log_durable_end"] = self.log.durable_end
+        out["topics"] = len(self.topics.topics)
+        for state in ("unsealed", "sealed", "compacted", "uploaded"):
+            out[f"segments_{state}"] = sum(
+                1 for f in files if f.kind == "segment" and f.state == state
+            )
+            out[f"key_indexes_{state}"] = sum(
+                1 for f in files if f.kind == "key_index" and f.state == state
+            )
+        out["stored_bytes"] = sum(f.stored_size for f in files if f.state != "uploaded")
+        out["uploaded_bytes"] = sum(f.stored_size for f in files if f.state == "uploaded")
+        out["ready"] = self.ready
+        out["recovery"] = self.recovery_report
+        return out
