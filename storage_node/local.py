@@ -66,6 +66,13 @@ def _is_our_node(pid: int, data_dir: str) -> bool:
     return data_dir.encode() in cmdline and any(b"storage_node" in part for part in cmdline)
 
 
+def node_ip_for(node_id: str) -> str:
+    """A distinct loopback IP per local node: message IDs embed the node IP (app-iphex-hour-seq),
+    so nodes sharing one IP would hand out colliding IDs."""
+    index = int(node_id.rsplit("-", 1)[-1])
+    return f"127.{(index + 1) >> 16 & 255}.{(index + 1) >> 8 & 255}.{(index + 1) & 255}"
+
+
 def node_command(
     node: NodeProcess, routing_file: str, host: str, extra_args: list[str] | None = None
 ) -> list[str]:
@@ -84,6 +91,8 @@ def node_command(
         node.id,
         "--routing-file",
         routing_file,
+        "--set",
+        f"node_ip={node_ip_for(node.id)}",
         *(extra_args or []),
     ]
 

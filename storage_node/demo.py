@@ -1,0 +1,181 @@
+"""``make run``: a local 3-node cluster, the sample order events, compaction, example queries.
+
+Steps are separate functions so each can be swapped: ``load_sample_data`` (today through
+the Python client) and ``compact_cluster`` (today the nodes' own compaction) are the
+boundaries where the Spark ingest and compact jobs plug in.
+
+Environment: MSGSTORE_DEMO_EXIT=1 exits after printing; MSGSTORE_DEMO_ROWS sets the sample
+size (default 300000); MSGSTORE_DEMO_DIR keeps the cluster in that directory instead of a
+temporary one; MSGSTORE_DEMO_NODES sets the node count (default 3).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from storage_node.client import Client
+from storage_node.local import LocalCluster
+from storage_node.sample_data import DEFAULT_ROWS, ensure_sample_file
+
+TOPIC = "orders"
+PARTITIONS = 6
+REPO_DATA = Path(__file__).resolve().parent.parent / "data"
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+def show(title: str, doc: Any) -> None:
+    say(f"\n== {title}")
+    say(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+def sample_path(rows: int) -> Path:
+    return REPO_DATA / "sample" / f"orders-{rows}.jsonl"
+
+
+def load_sample_data(cluster: LocalCluster, path: Path, topic: str) -> dict[str, Any]:
+    """Load JSON lines into the topic: key = order id, tag = event type, born time = ts.
+
+    Swap point for the Spark ingest job: anything that fills ``topic`` from ``path`` with
+    the same key/tag/time mapping and returns the count fits here.
+    """
+    started = time.perf_counter()
+    count = 0
+    batch: list[dict[str, Any]] = []
+    with Client(cluster.addresses) as client, open(path, encoding="utf-8") as fh:
+        for line in fh:
+            event = json.loads(line)
+            batch.append(
+                {
+                    "value": line.rstrip("\n"),
+                    "key": event["order_id"],
+                    "tag": event["event_type"],
+                    "timestamp": event["ts"],
+                }
+            )
+            if len(batch) >= 5000:
+                count += len(client.produce(topic, batch))
+                batch = []
+        if batch:
+            count += len(client.produce(topic, batch))
+    seconds = time.perf_counter() - started
+    return {"messages": count, "seconds": round(seconds, 2), "msgs_per_s": round(count / seconds)}
+
+
+def compact_cluster(cluster: LocalCluster) -> dict[str, Any]:
+    """Seal and compact every node. Swap point for the Spark compact job."""
+    started = time.perf_counter()
+    with Client(cluster.addresses) as client:
+        reports = client.compact()
+    return {"seconds": round(time.perf_counter() - started, 2), "nodes": sorted(reports)}
+
+
+def file_summary(client: Client) -> dict[str, dict[str, int]]:
+    summary: dict[str, dict[str, int]] = {}
+    for node_id, doc in client.files().items():
+        per_state: dict[str, int] = {}
+        for f in doc["files"]:
+            name = f"{f['kind']}/{f['state']}"
+            per_state[name] = per_state.get(name, 0) + 1
+        summary[node_id] = per_state
+    return summary
+
+
+def brief(message: dict[str, Any]) -> dict[str, Any]:
+    out = {k: message.get(k) for k in ("partition", "offset", "key", "tag", "msg_id")}
+    value = message.get("value")
+    out["value"] = value if value is None or len(value) <= 160 else value[:157] + "..."
+    return out
+
+
+def example_queries(cluster: LocalCluster, topic: str) -> None:
+    """Answer one query of each kind: offset, key, message ID, time range."""
+    with Client(cluster.addresses) as client:
+        info = client.describe_topic(topic)
+        show(
+            "partitions (owner, first and next offset)",
+            [
+                f"p{p['partition']} {p['owner']} [{p['first_offset']}, {p['next_offset']})"
+                for p in info["partition_offsets"]
+            ],
+        )
+        page = client.read(topic, 0, offset=100, max_messages=3)
+        show("by offset: partition 0, offsets 100..102", [brief(m) for m in page["messages"]])
+        key = json.loads(page["messages"][0]["value"])["order_id"]
+        history = client.lookup_key(topic, key, max_count=16)
+        show(
+            f"by key: every event of order {key}, newest first",
+            [brief(m) for m in history["messages"]],
+        )
+        msg_id = history["messages"][-1]["msg_id"]
+        show(f"by message ID: {msg_id}", brief(client.get_message(msg_id)))
+        middle = page["messages"][0]["store_timestamp"]
+        window = client.read(topic, 1, start_time=middle, end_time=middle + 20, max_messages=5)
+        show(
+            f"by time range: partition 1, stored in [{middle}, {middle + 20}] ms",
+            [brief(m) for m in window["messages"]],
+        )
+        shipped = client.read(topic, 2, offset=0, max_messages=2, tag="shipped")
+        show(
+            "by tag: first 'shipped' events of partition 2", [brief(m) for m in shipped["messages"]]
+        )
+        show("files per node after compaction", file_summary(client))
+
+
+def main() -> int:
+    rows = int(os.environ.get("MSGSTORE_DEMO_ROWS", DEFAULT_ROWS))
+    nodes = int(os.environ.get("MSGSTORE_DEMO_NODES", "3"))
+    keep_dir = os.environ.get("MSGSTORE_DEMO_DIR")
+    exit_after = os.environ.get("MSGSTORE_DEMO_EXIT", "") not in ("", "0")
+    workdir = Path(keep_dir) if keep_dir else Path(tempfile.mkdtemp(prefix="msgstore-demo-"))
+    if keep_dir and (workdir / "routing.json").exists():
+        shutil.rmtree(workdir)  # a fresh cluster each run: the demo loads the data once
+    say(f"sample data: {rows} order events")
+    path = ensure_sample_file(sample_path(rows), rows)
+    say(f"  {path} ({path.stat().st_size // (1 << 20)} MiB)")
+    cluster = LocalCluster(workdir)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        say(f"starting a local {nodes}-node cluster in {workdir}")
+        for n in cluster.up(nodes=nodes):
+            say(f"  {n.id} {n.address}")
+        with Client(cluster.addresses) as client:
+            client.create_topic(TOPIC, PARTITIONS)
+        say(f"loading {path.name} into topic '{TOPIC}' ({PARTITIONS} partitions)")
+        show("load", load_sample_data(cluster, path, TOPIC))
+        say("compacting (seal, LZ4 blocks, compacted key indexes)")
+        show("compaction", compact_cluster(cluster))
+        example_queries(cluster, TOPIC)
+        if exit_after:
+            return 0
+        say(
+            f"\nserving at {', '.join(cluster.addresses)} — try:\n"
+            f"  .venv/bin/msgstore query {TOPIC} ord-00000042 --endpoint {cluster.addresses[0]}\n"
+            "press Ctrl-C to stop"
+        )
+        while not stop.wait(1.0):
+            pass
+        return 0
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        say("stopping the cluster")
+        cluster.down()
+        if not keep_dir:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

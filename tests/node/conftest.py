@@ -1,0 +1,127 @@
+"""Fixtures for node tests: real `msgstore serve` processes on OS-chosen loopback ports."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+from storage_node.local import LocalCluster
+from tests.conftest import pick_free_port
+
+
+class NodeProcess:
+    """One node server process with its own data directory."""
+
+    def __init__(
+        self, data_dir: Path, env: dict[str, str] | None = None, args: list[str] | None = None
+    ):
+        self.data_dir = data_dir
+        self.env = dict(env or {})
+        self.args = list(args or [])
+        self.port = pick_free_port()
+        self.address = f"http://127.0.0.1:{self.port}"
+        self.log = data_dir / "node.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, wait: bool = True) -> NodeProcess:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        cmd = [
+            sys.executable,
+            "-m",
+            "storage_node.cli",
+            "serve",
+            "--data-dir",
+            str(self.data_dir),
+            "--port",
+            str(self.port),
+            *self.args,
+        ]
+        env = {**os.environ, "MSGSTORE_LIFECYCLE_INTERVAL_S": "0", **self.env}
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        if wait:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"node exited with {self.proc.returncode}:\n{self.log.read_text()}"
+                )
+            try:
+                if requests.get(self.address + "/readyz", timeout=1).status_code == 200:
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError(f"node not ready:\n{self.log.read_text()}")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def url(self, path: str) -> str:
+        return self.address + path
+
+
+@pytest.fixture
+def node_factory(tmp_path: Path) -> Iterator:
+    started: list[NodeProcess] = []
+
+    def make(
+        name: str = "node",
+        env: dict[str, str] | None = None,
+        args: list[str] | None = None,
+        wait: bool = True,
+    ) -> NodeProcess:
+        node = NodeProcess(tmp_path / name, env, args)
+        started.append(node.start(wait))
+        return node
+
+    yield make
+    for node in started:
+        node.stop(signal.SIGKILL if node.proc and node.proc.poll() is None else signal.SIGTERM)
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+    """One standalone node shared by a module's tests (each test uses its own topics)."""
+    n = NodeProcess(
+        tmp_path_factory.mktemp("node"),
+        {"MSGSTORE_MAX_MESSAGE_BYTES": "65536"},
+        ["--set", "max_body_bytes=1048576"],
+    )
+    n.start()
+    yield n
+    n.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """A local 3-node cluster (real processes, shared routing file)."""
+    c = LocalCluster(tmp_path_factory.mktemp("cluster"))
+    c.up(nodes=3, env={"MSGSTORE_LIFECYCLE_INTERVAL_S": "0"})
+    yield c
+    c.down()
+
+
+def topic_name(request: pytest.FixtureRequest) -> str:
+    return "t-" + "".join(c if c.isalnum() else "-" for c in request.node.name)[:150]
