@@ -65,7 +65,10 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=PREFIX, key="last-handled-configuration"
     )
+    # Post only the events we choose (what changed, warnings), not every log line: a status
+    # refresh every few seconds must not flood the resource's events.
     settings.posting.level = logging.INFO
+    settings.posting.loggers = False
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 60
     kube()
