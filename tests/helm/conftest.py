@@ -7,6 +7,7 @@ outside any per-test timeout. A failed build fails these tests, it never skips t
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -22,12 +23,35 @@ CHART = REPO / "helm" / "msgstore"
 fixtures_controlplane.COMPONENTS_OF_FIXTURE.setdefault("helm_bin", ("helm",))
 
 
+# The version of the test control plane; `helm template` has no cluster to ask.
+KUBE_VERSION = "1.36.3"
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """A YAML loader that refuses duplicate keys (the API server would keep only one)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 class HelmFailed(AssertionError):
     """helm exited non-zero; the message carries its output."""
 
 
 @pytest.fixture(scope="session")
 def helm_bin() -> Path:
+    """The built helm; MSGSTORE_HELM may name another helm v3 binary to test against."""
+    override = os.environ.get("MSGSTORE_HELM")
+    if override:
+        return Path(override)
     return fixtures_controlplane.require_binary("helm")
 
 
@@ -63,10 +87,12 @@ def render(helm_bin: Path) -> Callable[..., list[dict[str, Any]]]:
             "--namespace",
             namespace,
             "--include-crds",
+            "--kube-version",
+            KUBE_VERSION,
             *set_args(values),
             *extra,
         )
-        return [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
+        return [doc for doc in yaml.load_all(proc.stdout, Loader=UniqueKeyLoader) if doc]
 
     return _render
 

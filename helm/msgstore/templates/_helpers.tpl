@@ -32,12 +32,20 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: operator
 {{- end -}}
 
-{{- define "msgstore.labels" -}}
+{{/* Labels of every object, without a component (each template adds its own). */}}
+{{- define "msgstore.baseLabels" -}}
 helm.sh/chart: {{ include "msgstore.chart" . }}
-{{ include "msgstore.selectorLabels" . }}
+app.kubernetes.io/name: {{ include "msgstore.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: msgstore
+{{- end -}}
+
+{{/* Labels of the operator's objects. */}}
+{{- define "msgstore.labels" -}}
+{{ include "msgstore.baseLabels" . }}
+app.kubernetes.io/component: operator
 {{- end -}}
 
 {{- define "msgstore.serviceAccountName" -}}
