@@ -12,6 +12,7 @@ file are served from the cache.
 from __future__ import annotations
 
 import bisect
+import errno
 import os
 import threading
 import time
@@ -26,6 +27,8 @@ from storage_node.formats.segment import segment_name
 from storage_node.store.segments import BlockSegment, RawSegment
 
 IOV_MAX = 512
+# Out of space: the disk (ENOSPC), a quota (EDQUOT) or the process file-size limit (EFBIG).
+NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 @dataclass(slots=True)
@@ -243,7 +246,7 @@ class CommitLog:
             except OSError as exc:
                 err = (
                     DiskFull(f"commit log write failed: {exc}")
-                    if exc.errno == 28
+                    if exc.errno in NO_SPACE_ERRNOS
                     else Unavailable(f"commit log write failed: {exc}")
                 )
                 with self._cond:
@@ -259,6 +262,21 @@ class CommitLog:
                 self._cond.notify_all()
 
     def _write(self, batch: list[Chunk]) -> None:
+        """Write and fsync ``batch``; on failure cut every touched file back to where it was,
+        so no record of a batch that was refused (e.g. disk full) survives into recovery."""
+        touched: list[tuple[int, int]] = []
+        try:
+            self._write_chunks(batch, touched)
+        except OSError:
+            for fd_seg, size in touched:
+                path = os.path.join(self.dirs["unsealed"], segment_name(fd_seg))
+                try:
+                    os.truncate(path, size)
+                except OSError:
+                    pass  # recovery still truncates a torn tail at the last whole record
+            raise
+
+    def _write_chunks(self, batch: list[Chunk], touched: list[tuple[int, int]]) -> None:
         i = 0
         while i < len(batch):
             seg = batch[i].seg
@@ -267,6 +285,8 @@ class CommitLog:
                 j += 1
             if seg != self._write_seg:
                 self._open_for_write(seg)
+            if not touched or touched[-1][0] != seg:
+                touched.append((seg, os.fstat(self._write_fd).st_size))
             bufs = [c.data for c in batch[i:j]]
             want = sum(len(b) for b in bufs)
             got = os.writev(self._write_fd, bufs)
