@@ -148,9 +148,30 @@ class KeyIndexFile:
         )
 
     def truncate_to(self, count: int) -> None:
-        """Forget items numbered ``count`` and above (recovery replays them from the log)."""
-        if count < self.count:
-            self.count = max(1, count)
+        """Forget items numbered ``count`` and above (recovery replays them from the log).
+
+        Slot heads that point at forgotten items are walked back along their chains (links
+        always point to older items) to the newest item that is kept, so replayed items link
+        to the right predecessor.
+        """
+        count = max(1, count)
+        heads = self.slots
+        stale = np.flatnonzero(heads >= count)
+        if len(stale):
+            cur = heads[stale].astype(np.int64)
+            while True:
+                bad = cur >= count
+                if not bad.any():
+                    break
+                nxt = np.zeros(len(cur), dtype=np.int64)
+                inside = bad & (cur < self.item_capacity)
+                nxt[inside] = self.items["prev"][cur[inside]]
+                nxt[bad & (nxt >= cur)] = 0  # a damaged link ends the chain
+                cur = np.where(bad, nxt, cur)
+            heads[stale] = cur
+        if count < self.count or len(stale):
+            self.count = count
+            self.used_slots = int(np.count_nonzero(heads))
             self._write_header()
 
     def candidates(self, khash: int, begin_ms: int, end_ms: int) -> Iterator[int]:

@@ -19,6 +19,9 @@ import threading
 import time
 import zlib
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import repeat
+from operator import attrgetter
 
 import numpy as np
 
@@ -35,7 +38,7 @@ from storage_node.errors import (
 )
 from storage_node.formats.checkpoint import Checkpoint
 from storage_node.formats.key_index import key_hash
-from storage_node.formats.msgid import MS_PER_HOUR, ip_to_int, parse_msg_id
+from storage_node.formats.msgid import MS_PER_HOUR, MessageId, ip_to_int, parse_msg_id
 from storage_node.formats.queue_index import ENTRY_DTYPE, QueueIndex, tag_hash
 from storage_node.formats.record import (
     MAX_KEY_BYTES,
@@ -50,7 +53,6 @@ from storage_node.store.keyindex import KeyIndexSet
 from storage_node.store.msgids import MsgIdIndexes
 from storage_node.store.names import check_name
 from storage_node.store.offsets import OffsetStore
-from storage_node.store.partitioning import partition_for_key
 from storage_node.store.topics import TopicRegistry
 from storage_node.store.types import (
     AppendResult,
@@ -66,6 +68,39 @@ MAX_BATCH = 100_000
 MAX_READ_MESSAGES = 10_000
 MAX_LOOKUP = 10_000
 TAG_SCAN_LIMIT = 20_000
+
+
+_FIELDS = attrgetter("value", "key", "tag", "msg_id", "timestamp", "partition")
+
+
+def _new_results(parts: list[int], offsets: list[int], ids: list[str]) -> list[AppendResult]:
+    """AppendResults built without the frozen-dataclass __init__ (half the cost per message)."""
+    n = len(ids)
+    objs = list(map(object.__new__, repeat(AppendResult, n)))
+    dicts = [
+        {"partition": p, "offset": o, "msg_id": m}
+        for p, o, m in zip(parts, offsets, ids, strict=True)
+    ]
+    list(map(object.__setattr__, objs, repeat("__dict__", n), dicts))
+    return objs
+
+
+@dataclass
+class _Batch:
+    """A validated batch: what the append lock still has to do is number and write it."""
+
+    n: int
+    values: list[bytes]
+    total: int
+    keys_b: list[bytes | None] = field(default_factory=list)
+    tags_b: list[bytes | None] = field(default_factory=list)
+    key_rows: np.ndarray | None = None
+    key_hashes: np.ndarray | None = None
+    given_ids: list[tuple[int, MessageId]] = field(default_factory=list)
+    mids: list[str | None] | None = None
+    born: list[int | None] | None = None
+    parts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    allowed: set[int] | None = None
 
 
 def _now_ms() -> int:
@@ -305,6 +340,7 @@ class Store:
         if producer_id is not None or sequence is not None:
             check_name("producer", producer_id)
             _check_int("sequence", sequence, 0, 2**63 - 1)
+        batch = self._prepare(cfg, messages, partitions_allowed)
         self.log.backpressure()
         with self._lock:
             self._check_open()
@@ -315,127 +351,147 @@ class Store:
                     target = self.log.end
                     results = previous
                 else:
-                    results, target = self._append_locked(
-                        cfg, messages, producer_id, sequence, partitions_allowed
-                    )
+                    results, target = self._append_locked(cfg, batch, producer_id, sequence)
             else:
-                results, target = self._append_locked(cfg, messages, None, None, partitions_allowed)
+                results, target = self._append_locked(cfg, batch, None, None)
         if self.log.sync_mode:
             self.log.wait_durable(target)
         return results
 
-    def _append_locked(
-        self,
-        cfg: TopicConfig,
-        messages: Sequence[MessageIn],
-        producer_id: str | None,
-        sequence: int | None,
-        allowed: Sequence[int] | None,
-    ) -> tuple[list[AppendResult], int]:
+    def _prepare(
+        self, cfg: TopicConfig, messages: Sequence[MessageIn], allowed: Sequence[int] | None
+    ) -> _Batch:
+        """Validate a whole batch and do its per-message work that needs no lock.
+
+        Written for batches: fields are pulled out with C-level ``map``/``zip`` and checked
+        by type sets and numpy, so a batch of plain messages costs little Python per message.
+        """
         if not isinstance(messages, list | tuple) or not messages:
             raise InvalidBatch("a batch needs at least one message")
         n = len(messages)
         if n > MAX_BATCH:
             raise InvalidBatch(f"a batch holds at most {MAX_BATCH} messages")
-        topic = cfg.name
+        if set(map(type, messages)) != {MessageIn}:
+            i = next(i for i, m in enumerate(messages) if type(m) is not MessageIn)
+            raise InvalidBatch(f"message {i} is not a MessageIn", index=i)
+        values_t, keys, tags, mids, stamps, parts_in = zip(*map(_FIELDS, messages), strict=True)
+        values = list(values_t)
+        if set(map(type, values)) != {bytes}:
+            for i, v in enumerate(values):
+                if type(v) is not bytes:
+                    if not isinstance(v, bytes | bytearray | memoryview):
+                        raise InvalidBatch(f"message {i}: value must be bytes", index=i)
+                    values[i] = bytes(v)
+        vlen = np.fromiter(map(len, values), dtype=np.int64, count=n)
+        limit = self.config.max_message_bytes
+        if int(vlen.max()) > limit:
+            i = int(np.flatnonzero(vlen > limit)[0])
+            raise MessageTooLarge(
+                f"message {i} has {int(vlen[i])} bytes, more than the limit of {limit}",
+                index=i,
+                limit=limit,
+            )
+        batch = _Batch(n, values, int(vlen.sum()))
         nparts = cfg.partitions
-        allowed_set = None
+        parr = np.full(n, -1, dtype=np.int64)
+        # keys: bytes, index hashes (topic#key) and key-derived partitions
+        missing = keys.count(None)
+        if missing < n:
+            if set(map(type, keys)) - {type(None)} != {str}:
+                i = next(i for i, k in enumerate(keys) if k is not None and type(k) is not str)
+                raise InvalidBatch(f"message {i}: key must be a string", index=i)
+            if missing == 0:
+                present = list(map(str.encode, keys))
+                batch.keys_b = present  # type: ignore[assignment]
+                rows = None
+            else:
+                batch.keys_b = [None if k is None else k.encode() for k in keys]
+                rows = np.flatnonzero(
+                    np.fromiter((k is not None for k in keys), dtype=bool, count=n)
+                )
+                present = [batch.keys_b[i] for i in rows.tolist()]  # type: ignore[misc]
+            if max(map(len, present)) > MAX_KEY_BYTES:
+                raise InvalidBatch(f"a key is longer than {MAX_KEY_BYTES} bytes")
+            base = zlib.crc32(cfg.name.encode() + b"#")
+            batch.key_rows = rows
+            batch.key_hashes = np.fromiter(
+                map(zlib.crc32, present, repeat(base)), dtype=np.uint32, count=len(present)
+            )
+            by_key = (
+                np.fromiter(map(zlib.crc32, present), dtype=np.int64, count=len(present)) % nparts
+            )
+            if rows is None:
+                parr[:] = by_key
+            else:
+                parr[rows] = by_key
+        else:
+            batch.keys_b = [None] * n
+        # tags
+        if tags.count(None) < n:
+            if set(map(type, tags)) - {type(None)} != {str}:
+                i = next(i for i, t in enumerate(tags) if t is not None and type(t) is not str)
+                raise InvalidBatch(f"message {i}: tag must be a string", index=i)
+            batch.tags_b = [None if t is None else t.encode() for t in tags]
+            if max(len(t) for t in batch.tags_b if t is not None) > MAX_TAG_BYTES:
+                raise InvalidBatch(f"a tag is longer than {MAX_TAG_BYTES} bytes")
+        else:
+            batch.tags_b = [None] * n
+        # producer-supplied message IDs
+        if mids.count(None) < n:
+            for i, m in enumerate(mids):
+                if m is not None:
+                    try:
+                        batch.given_ids.append((i, parse_msg_id(m)))
+                    except InvalidArgument as exc:
+                        raise InvalidBatch(f"message {i}: {exc.message}", index=i) from exc
+            batch.mids = list(mids)
+        # born timestamps
+        if stamps.count(None) < n:
+            for i, ts in enumerate(stamps):
+                if ts is not None and (
+                    isinstance(ts, bool) or not isinstance(ts, int) or not 0 <= ts < 2**63
+                ):
+                    raise InvalidBatch(f"message {i}: timestamp must be ms since epoch", index=i)
+            batch.born = list(stamps)
+        # explicit partitions win over key-derived ones
+        if parts_in.count(None) < n:
+            for i, p in enumerate(parts_in):
+                if p is not None:
+                    if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < nparts:
+                        raise InvalidBatch(
+                            f"message {i}: partition {p!r} outside 0..{nparts - 1}", index=i
+                        )
+                    parr[i] = p
         if allowed is not None:
-            allowed_set = {int(p) for p in allowed}
-            if not allowed_set:
-                raise NotOwner(f"this node owns no partition of {topic!r}", topic=topic)
-        max_bytes = self.config.max_message_bytes
+            batch.allowed = {int(p) for p in allowed}
+            chosen = np.unique(parr[parr >= 0]).tolist()
+            bad = [p for p in chosen if p not in batch.allowed]
+            if bad:
+                raise NotOwner(
+                    f"partition {bad[0]} of {cfg.name!r} is not served by this node",
+                    topic=cfg.name,
+                    partition=bad[0],
+                )
+        batch.parts = parr
+        return batch
+
+    def _append_locked(
+        self, cfg: TopicConfig, batch: _Batch, producer_id: str | None, sequence: int | None
+    ) -> tuple[list[AppendResult], int]:
+        n = batch.n
+        topic = cfg.name
         store_ms = max(_now_ms(), self.last_store_ms)
         hour = store_ms // MS_PER_HOUR
-        topic_b = topic.encode()
-        hash_base = zlib.crc32(topic_b + b"#")
-        keys_b: list[bytes | None] = [None] * n
-        tags_b: list[bytes | None] = [None] * n
-        born: list[int] = [store_ms] * n
-        parts: list[int] = [0] * n
-        values: list[bytes] = [b""] * n
-        given_ids: list[tuple[int, object]] = []
-        key_rows: list[int] = []
-        key_hashes: list[int] = []
-        sticky = -1
-        total = 0
-        # 1. validate the whole batch; nothing is written if any message is bad
-        for i, m in enumerate(messages):
-            if type(m) is not MessageIn:
-                raise InvalidBatch(f"message {i} is not a MessageIn", index=i)
-            v = m.value
-            if type(v) is not bytes:
-                if not isinstance(v, bytes | bytearray | memoryview):
-                    raise InvalidBatch(f"message {i}: value must be bytes", index=i)
-                v = bytes(v)
-            if len(v) > max_bytes:
-                raise MessageTooLarge(
-                    f"message {i} has {len(v)} bytes, more than the limit of {max_bytes}",
-                    index=i,
-                    limit=max_bytes,
-                )
-            values[i] = v
-            total += len(v)
-            k = m.key
-            if k is not None:
-                if type(k) is not str:
-                    raise InvalidBatch(f"message {i}: key must be a string", index=i)
-                kb = k.encode()
-                if len(kb) > MAX_KEY_BYTES:
-                    raise InvalidBatch(
-                        f"message {i}: key longer than {MAX_KEY_BYTES} bytes", index=i
-                    )
-                keys_b[i] = kb
-                key_rows.append(i)
-                key_hashes.append(zlib.crc32(kb, hash_base))
-            t = m.tag
-            if t is not None:
-                if type(t) is not str:
-                    raise InvalidBatch(f"message {i}: tag must be a string", index=i)
-                tb = t.encode()
-                if len(tb) > MAX_TAG_BYTES:
-                    raise InvalidBatch(
-                        f"message {i}: tag longer than {MAX_TAG_BYTES} bytes", index=i
-                    )
-                tags_b[i] = tb
-            if m.msg_id is not None:
-                try:
-                    given_ids.append((i, parse_msg_id(m.msg_id)))
-                except InvalidArgument as exc:
-                    raise InvalidBatch(f"message {i}: {exc.message}", index=i) from exc
-            ts = m.timestamp
-            if ts is not None:
-                if isinstance(ts, bool) or not isinstance(ts, int) or not 0 <= ts < 2**63:
-                    raise InvalidBatch(f"message {i}: timestamp must be ms since epoch", index=i)
-                born[i] = ts
-            p = m.partition
-            if p is not None:
-                if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < nparts:
-                    raise InvalidBatch(
-                        f"message {i}: partition {p!r} outside 0..{nparts - 1}", index=i
-                    )
-            elif k is not None:
-                p = partition_for_key(k, nparts)
-            else:
-                if sticky < 0:
-                    sticky = self._next_partition(topic, nparts, allowed_set)
-                p = sticky
-            if allowed_set is not None and p not in allowed_set:
-                raise NotOwner(
-                    f"partition {p} of {topic!r} is not served by this node",
-                    topic=topic,
-                    partition=p,
-                )
-            parts[i] = p
-        # 2. queue offsets, message IDs
-        qoffs: list[int]
-        first_part = parts[0]
-        if parts.count(first_part) == n:
-            q = self.queue(topic, first_part)
-            qoffs = list(range(q.next_offset, q.next_offset + n))
-            groups = {first_part: None}
+        parr = batch.parts
+        if parr.min() < 0:  # messages without key or partition: one sticky partition per batch
+            parr[parr < 0] = self._next_partition(topic, cfg.partitions, batch.allowed)
+        # queue offsets
+        first_part = int(parr[0])
+        if n == 1 or bool((parr == first_part).all()):
+            start = self.queue(topic, first_part).next_offset
+            qarr = np.arange(start, start + n, dtype=np.int64)
+            groups: dict[int, np.ndarray | None] = {first_part: None}
         else:
-            parr = np.asarray(parts)
             qarr = np.empty(n, dtype=np.int64)
             groups = {}
             for p in np.unique(parr).tolist():
@@ -443,60 +499,66 @@ class Store:
                 groups[p] = rows
                 start = self.queue(topic, p).next_offset
                 qarr[rows] = np.arange(start, start + len(rows))
-            qoffs = qarr.tolist()
-        assigned = n - len(given_ids)
-        ids: list[str]
+        # message IDs: node-assigned ones are a run of sequence numbers of (topic, hour)
+        given = batch.given_ids
+        assigned = n - len(given)
         first_seq = 0
         if assigned:
             first_seq = self.msgids.assign(topic, hour, self.node_ip, assigned)
             prefix = f"{topic}-{self.node_iphex}-{hour}-"
-            if not given_ids:
-                ids = [prefix + str(s) for s in range(first_seq, first_seq + n)]
+            seqs = map(str, range(first_seq, first_seq + assigned))
+            if not given:
+                ids = list(map(prefix.__add__, seqs))
             else:
-                given = {i for i, _ in given_ids}
-                seqs = iter(range(first_seq, first_seq + assigned))
-                ids = [
-                    m.msg_id if i in given else prefix + str(next(seqs))
-                    for i, m in enumerate(messages)
-                ]
+                ids = [m if m is not None else prefix + next(seqs) for m in batch.mids]  # type: ignore[union-attr]
         else:
-            ids = [m.msg_id for m in messages]  # type: ignore[misc]
-        ids_b = [s.encode() for s in ids]
+            ids = batch.mids  # type: ignore[assignment]
+        ids_b = list(map(str.encode, ids))
+        born = (
+            store_ms if batch.born is None else [store_ms if b is None else b for b in batch.born]
+        )
         producer = (producer_id.encode(), sequence) if producer_id is not None else None
-        # 3. encode and queue the bytes: one buffer for the whole batch
+        # one buffer for the whole batch into the write cache
         data, sizes = encode_batch(
-            topic_b, parts, qoffs, born, store_ms, keys_b, tags_b, ids_b, values, producer
+            topic.encode(),
+            parr,
+            qarr,
+            born,
+            store_ms,
+            batch.keys_b,
+            batch.tags_b,
+            ids_b,
+            batch.values,
+            producer,
         )
         positions = self.log.append(data, sizes)
         self.last_store_ms = store_ms
-        # 4. derived indexes, as arrays
+        # derived indexes, as arrays
         entries = np.empty(n, dtype=ENTRY_DTYPE)
         entries["pos"] = positions
         entries["size"] = sizes
-        if any(tags_b):
-            entries["tag"] = [tag_hash(t) for t in tags_b]
-        else:
-            entries["tag"] = 0
+        tags_b = batch.tags_b
+        entries["tag"] = 0 if tags_b.count(None) == n else [tag_hash(t) for t in tags_b]
         for p, rows in groups.items():
             self.queue(topic, p).append(entries if rows is None else entries[rows])
-        if key_rows:
-            kpos = positions if len(key_rows) == n else positions[np.asarray(key_rows)]
-            self.keyidx.add(np.asarray(key_hashes, dtype=np.uint32), kpos, store_ms)
+        if batch.key_hashes is not None:
+            kpos = positions if batch.key_rows is None else positions[batch.key_rows]
+            self.keyidx.add(batch.key_hashes, kpos, store_ms)
         if assigned:
-            if not given_ids:
+            if not given:
                 self.msgids.put_run(topic, hour, self.node_ip, first_seq, positions)
             else:
-                given = {i for i, _ in given_ids}
-                rows = np.asarray([i for i in range(n) if i not in given])
-                self.msgids.put_run(topic, hour, self.node_ip, first_seq, positions[rows])
-        for i, mid in given_ids:
-            self.msgids.put(mid, int(positions[i]))  # type: ignore[arg-type]
-        results = [AppendResult(parts[i], qoffs[i], ids[i]) for i in range(n)]
+                mask = np.ones(n, dtype=bool)
+                mask[[i for i, _ in given]] = False
+                self.msgids.put_run(topic, hour, self.node_ip, first_seq, positions[mask])
+        for i, mid in given:
+            self.msgids.put(mid, int(positions[i]))
+        results = _new_results(parr.tolist(), qarr.tolist(), ids)
         if producer_id is not None:
             self.dedup.put(producer_id, sequence, results)  # type: ignore[arg-type]
         c = self.counters
         c["appended_messages"] += n
-        c["appended_bytes"] += total
+        c["appended_bytes"] += batch.total
         c["append_batches"] += 1
         return results, self.log.end
 
