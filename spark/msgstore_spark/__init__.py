@@ -1,0 +1,26 @@
+"""PySpark data source for msgstore: ``register(spark)`` then ``format("msgstore")``.
+
+Batch and streaming reads (one task per topic partition offset range, read from the owning
+node) and writes (idempotent binary batches sent to each partition's owner). Options mirror
+Spark's Kafka connector:
+
+read   endpoints, topic | topics, startingOffsets, endingOffsets, startingTimestamp,
+       endingTimestamp, startingOffsetsByTimestamp, endingOffsetsByTimestamp,
+       maxRecordsPerPartition, maxOffsetsPerTrigger (streams), failOnDataLoss, fetchSize,
+       tag, token, timeoutSeconds
+write  endpoints, topic, partitions (create the topic when absent), compression,
+       batchSize, maxBatchBytes, summaryPath, token, timeoutSeconds
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from msgstore_spark.source import MsgStoreDataSource
+
+__all__ = ["MsgStoreDataSource", "register"]
+
+
+def register(spark: Any) -> None:
+    """Make ``format("msgstore")`` available on this SparkSession."""
+    spark.dataSource.register(MsgStoreDataSource)

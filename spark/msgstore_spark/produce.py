@@ -1,0 +1,237 @@
+"""Executor side of a write: Arrow batches -> idempotent binary batches on the owning nodes.
+
+Idempotence: a task's producer id comes from the write job and the task's partition id
+(never the attempt), and its sequences count the chunks it sends, so a retried task or a
+re-run stage re-sends the same (producer id, sequence) pairs, and each node answers a
+repeat with its first result instead of writing again. That holds when the task's input
+is the same on every attempt (files, or any deterministic plan).
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import numpy as np
+import pyarrow as pa
+
+from msgstore_spark.arrow_codec import encode_frame
+from msgstore_spark.cluster import connect
+from msgstore_spark.errors import OptionError, explained
+from msgstore_spark.options import WriteOptions
+from storage_node.client import Client
+from storage_node.client.common import is_retryable
+from storage_node.errors import InvalidBatch, MsgStoreError, NotOwner
+from storage_node.server.batch_codec import CONTENT_TYPE
+
+ROUNDS = 64  # sequence = chunk * ROUNDS + re-routing round
+RETRY_BUDGET_S = 120.0  # ride out a node restart
+
+
+@dataclass
+class TaskReport:
+    """What one task wrote: the commit message payload."""
+
+    producer_id: str
+    rows: int = 0
+    batches: int = 0
+    per_partition: Counter = field(default_factory=Counter)
+    offsets: dict[int, tuple[int, int]] = field(default_factory=dict)  # partition -> (min, max)
+
+    def add(self, partitions: list[int], offsets: list[int]) -> None:
+        self.rows += len(offsets)
+        self.per_partition.update(partitions)
+        for p, o in zip(partitions, offsets, strict=True):
+            lo_hi = self.offsets.get(p)
+            self.offsets[p] = (o, o) if lo_hi is None else (min(lo_hi[0], o), max(lo_hi[1], o))
+
+
+def _chunks(batches: Iterable[pa.RecordBatch], rows: int, max_bytes: int) -> Iterator[pa.Table]:
+    """Regroup Spark's Arrow batches into request-sized tables."""
+    pending: list[pa.RecordBatch] = []
+    count = size = 0
+    for batch in batches:
+        start = 0
+        while start < batch.num_rows:
+            piece = batch.slice(start, rows - count)
+            pending.append(piece)
+            count += piece.num_rows
+            size += piece.nbytes
+            start += piece.num_rows
+            if count >= rows or size >= max_bytes:
+                yield pa.Table.from_batches(pending)
+                pending, count, size = [], 0, 0
+    if pending:
+        yield pa.Table.from_batches(pending)
+
+
+def _column(table: pa.Table, name: str) -> pa.Array | None:
+    if name not in table.column_names:
+        return None
+    return table.column(name).combine_chunks()
+
+
+def _timestamps_ms(col: pa.Array | None, count: int) -> np.ndarray:
+    """Born times in ms (-1 = not given) from a timestamp or an integer-ms column."""
+    if col is None:
+        return np.full(count, -1, dtype=np.int64)
+    scale = 1
+    if pa.types.is_timestamp(col.type):
+        scale = {"s": -1000, "ms": 1, "us": 1000, "ns": 1_000_000}[col.type.unit]
+        col = col.cast(pa.int64())
+    valid = col.is_valid().to_numpy(zero_copy_only=False)
+    out = col.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    out = out * -scale if scale < 0 else out // scale
+    if (out[valid] < 0).any():
+        raise InvalidBatch("column 'timestamp' holds a time before 1970 (not storable)")
+    out[~valid] = -1
+    return out
+
+
+class TaskWriter:
+    """Writes one Spark task's rows; one instance per task attempt."""
+
+    def __init__(self, opts: WriteOptions, producer_id: str, rr_start: int) -> None:
+        self.opts = opts
+        self.report = TaskReport(producer_id)
+        self.client: Client = connect(opts.conn, producer_id)
+        self.rr = rr_start
+        self.pool: ThreadPoolExecutor | None = None
+        self.path = f"/v1/topics/{quote(opts.topic, safe='')}/messages"
+        with explained(opts.conn.endpoints, opts.topic):
+            self.client.refresh_routing()
+        self._load_route()
+
+    def _load_route(self) -> None:
+        table = self.client.routing.table
+        route = table.topics.get(self.opts.topic) if table else None
+        if table is None or route is None:
+            with explained(self.opts.conn.endpoints, self.opts.topic):
+                self.client.refresh_routing()
+                table = self.client.routing.table
+                route = table.topics.get(self.opts.topic) if table else None
+        if route is None or table is None:
+            # a standalone node owns everything
+            self.partitions = int(self.client.describe_topic(self.opts.topic)["partitions"])
+            self.addresses = [self.opts.conn.endpoints[0]]
+            self.owner_of = np.zeros(self.partitions, dtype=np.int32)
+            return
+        self.partitions = route.partitions
+        ids = [n.id for n in table.nodes]
+        self.addresses = [table.node_address(i) or "" for i in ids]
+        self.owner_of = np.array([ids.index(o) for o in route.owners], dtype=np.int32)
+
+    def _partitions_of(self, table: pa.Table) -> np.ndarray:
+        count = table.num_rows
+        given = _column(table, "partition")
+        parts = (
+            np.full(count, -1, dtype=np.int64)
+            if given is None
+            else given.cast(pa.int64())
+            .fill_null(-1)
+            .to_numpy(zero_copy_only=False)
+            .astype(np.int64)
+        )
+        if (parts >= self.partitions).any() or (parts < -1).any():
+            bad = int(parts[(parts >= self.partitions) | (parts < -1)][0])
+            raise OptionError(
+                "partition",
+                f"column 'partition' holds {bad}, but topic {self.opts.topic!r} has "
+                f"partitions 0..{self.partitions - 1}",
+            )
+        free = np.nonzero(parts < 0)[0]
+        if len(free):
+            keys = _column(table, "key")
+            key_list = (
+                keys.take(pa.array(free)).to_pylist() if keys is not None else [None] * len(free)
+            )
+            rr = (self.rr + np.arange(len(free))) % self.partitions
+            self.rr += len(free)
+            parts[free] = [
+                rr[i] if k is None else zlib.crc32(k.encode("utf-8")) % self.partitions
+                for i, k in enumerate(key_list)
+            ]
+        return parts
+
+    def write(self, batches: Iterable[pa.RecordBatch]) -> TaskReport:
+        for index, table in enumerate(
+            _chunks(batches, self.opts.batch_size, self.opts.max_batch_bytes)
+        ):
+            if table.column("value").null_count:
+                raise InvalidBatch("column 'value' is null in some rows; every message needs one")
+            self._send_chunk(index, table)
+        if self.pool is not None:
+            self.pool.shutdown()
+        self.client.close()
+        return self.report
+
+    def _send_chunk(self, index: int, table: pa.Table) -> None:
+        parts = self._partitions_of(table)
+        stamps = _timestamps_ms(_column(table, "timestamp"), table.num_rows)
+        rows = np.arange(table.num_rows)
+        for round_ in range(ROUNDS):
+            owners = self.owner_of[parts[rows]]
+            groups = [(n, rows[owners == n]) for n in np.unique(owners).tolist()]
+            sequence = index * ROUNDS + round_
+            jobs = [
+                (self.addresses[n], self._frame(table, idx, parts, stamps, sequence))
+                for n, idx in groups
+            ]
+            if len(jobs) == 1:
+                outcomes = [self._post(*jobs[0])]
+            else:
+                if self.pool is None:
+                    self.pool = ThreadPoolExecutor(max_workers=max(2, len(self.addresses)))
+                outcomes = list(self.pool.map(lambda job: self._post(*job), jobs))
+            misrouted = []
+            for (_, idx), outcome in zip(groups, outcomes, strict=True):
+                if isinstance(outcome, NotOwner):
+                    misrouted.append(idx)
+                else:
+                    self.report.add(outcome["partitions"], outcome["offsets"])
+            self.report.batches += 1
+            if not misrouted:
+                return
+            self.client.refresh_routing()
+            self._load_route()
+            rows = np.concatenate(misrouted)
+        raise MsgStoreError(f"the owners of topic {self.opts.topic!r} kept moving; giving up")
+
+    def _frame(
+        self, table: pa.Table, idx: np.ndarray, parts: np.ndarray, stamps: np.ndarray, seq: int
+    ) -> bytes:
+        sub = table.take(pa.array(idx)) if len(idx) != table.num_rows else table
+        return encode_frame(
+            _column(sub, "value"),
+            _column(sub, "key"),
+            _column(sub, "tag"),
+            _column(sub, "msg_id"),
+            stamps[idx],
+            parts[idx],
+            self.report.producer_id,
+            seq,
+        )
+
+    def _post(self, address: str, body: bytes) -> Any:
+        """Send one frame, retrying outages with the same bytes; a 421 is returned."""
+        deadline = time.monotonic() + RETRY_BUDGET_S
+        delay = 0.05
+        while True:
+            try:
+                with explained(self.opts.conn.endpoints, self.opts.topic):
+                    return self.client.request(
+                        "POST", address, self.path, data=body, content_type=CONTENT_TYPE
+                    )
+            except NotOwner as err:
+                return err
+            except MsgStoreError as err:
+                if not is_retryable(err) or time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
