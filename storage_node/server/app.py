@@ -5,6 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from storage_node.server import (
+    compaction_routes,
     routes_admin,
     routes_groups,
     routes_health,
@@ -31,6 +32,13 @@ def create_app(runtime: NodeRuntime) -> web.Application:
     )
     app[RUNTIME] = runtime
     app[METRICS] = metrics
-    for module in (routes_health, routes_topics, routes_messages, routes_groups, routes_admin):
+    for module in (
+        routes_health,
+        routes_topics,
+        routes_messages,
+        routes_groups,
+        routes_admin,
+        compaction_routes,
+    ):
         module.register(app)
     return app
