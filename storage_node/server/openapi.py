@@ -241,6 +241,16 @@ SCHEMAS: dict[str, Any] = {
             "offset": INT64,
         },
     },
+    "OffsetCommitted": {
+        "type": "object",
+        "required": ["group", "topic", "partition", "offset"],
+        "properties": {
+            "group": {"type": "string"},
+            "topic": {"type": "string"},
+            "partition": {"type": "integer"},
+            "offset": {"type": "integer"},
+        },
+    },
     "CommittedOffsets": {
         "type": "object",
         "required": ["group", "offsets"],
@@ -494,7 +504,7 @@ def _paths() -> dict[str, Any]:
                 "parameters": [GROUP],
                 "requestBody": {"required": True, "content": _json(_ref("OffsetCommit"))},
                 "responses": {
-                    "200": _ok("committed", _ref("OffsetCommit")),
+                    "200": _ok("committed", _ref("OffsetCommitted")),
                     **_errors("400", "404", "413", "421", "503", "507", *V1),
                 },
             },
@@ -554,6 +564,15 @@ def _paths() -> dict[str, Any]:
                 "responses": {
                     "200": _ok("new state", {"type": "object", "required": ["draining"]}),
                     **_errors("400", "413", *V1),
+                },
+            }
+        },
+        "/v1/admin/seal": {
+            "post": {
+                "summary": "seal the active segment and key index now (before a remote compaction)",
+                "responses": {
+                    "200": _ok("files now sealed", {"type": "object", "required": ["sealed"]}),
+                    **_errors("503", "401", "403"),
                 },
             }
         },
