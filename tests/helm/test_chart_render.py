@@ -11,6 +11,10 @@ from conftest import CHART, KUBE_VERSION, REPO, by_kind, one, run_helm, set_args
 # Every (apiGroup, resource, verb) the operator's ClusterRole grants, and why. The test below
 # fails when the chart grants anything not listed here, or stops granting something listed.
 OPERATOR_GRANTS: dict[tuple[str, str, str], str] = {
+    ("apiextensions.k8s.io", "customresourcedefinitions", "list"): "kopf finds MessageStores' API",
+    ("apiextensions.k8s.io", "customresourcedefinitions", "watch"): "kopf notices CRD changes",
+    ("", "namespaces", "list"): "kopf resolves the namespaces it serves",
+    ("", "namespaces", "watch"): "kopf notices namespaces appearing and going",
     ("msgstore.io", "messagestores", "get"): "kopf re-reads a resource before patching it",
     ("msgstore.io", "messagestores", "list"): "kopf lists MessageStores when it starts",
     ("msgstore.io", "messagestores", "watch"): "kopf watches MessageStores for changes",
@@ -216,7 +220,11 @@ def test_never_granted():
     """Cluster-scoped and data-destroying rights stay out of the operator's role."""
     everything = set(OPERATOR_GRANTS) | set(SPARK_GRANTABLE)
     resources = {r for (_g, r, _v) in everything}
-    assert not {"nodes", "namespaces", "clusterroles", "clusterrolebindings"} & resources
+    assert not {"nodes", "clusterroles", "clusterrolebindings"} & resources
+    cluster_scoped = {
+        (g, r, v) for (g, r, v) in everything if r in ("namespaces", "customresourcedefinitions")
+    }
+    assert {v for (_g, _r, v) in cluster_scoped} == {"list", "watch"}
     assert ("", "secrets", "list") not in everything
     assert ("", "secrets", "patch") not in everything
     assert ("", "secrets", "delete") not in everything
