@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -21,8 +22,30 @@ from cluster_tools import K8sCluster
 from fixtures_controlplane import require_binary
 
 FAKE_NODE_COUNT = 3
+PORT_OPTIONS = (
+    "kubeApiserverPort",
+    "etcdPort",
+    "etcdPeerPort",
+    "kubeControllerManagerPort",
+    "kubeSchedulerPort",
+    "kwokControllerPort",
+)
 CLUSTER_CREATE_TIMEOUT = "5m"
 HERE = Path(__file__).resolve().parent
+
+
+def _distinct_free_ports(count: int) -> list[int]:
+    """Loopback ports the OS picked, all different (the sockets are held open together)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [int(sock.getsockname()[1]) for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def _kwokctl_config(bin_dir: Path) -> dict[str, Any]:
@@ -33,6 +56,8 @@ def _kwokctl_config(bin_dir: Path) -> dict[str, Any]:
         "options": {
             "runtime": "binary",
             "bindAddress": "127.0.0.1",
+            # Ports picked by the OS, so parallel clusters on one machine never collide.
+            **dict(zip(PORT_OPTIONS, _distinct_free_ports(len(PORT_OPTIONS)), strict=True)),
             "kubeApiserverBinary": str(bin_dir / "kube-apiserver"),
             "kubeControllerManagerBinary": str(bin_dir / "kube-controller-manager"),
             "kubeSchedulerBinary": str(bin_dir / "kube-scheduler"),
