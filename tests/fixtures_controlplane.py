@@ -96,7 +96,11 @@ def require_binary(name: str) -> Path:
     try:
         path = ensure_built([COMPONENT_OF_BINARY[name]]) / name
     except ControlPlaneBuildError as exc:
-        pytest.fail(f"the test control plane could not be built:\n{exc}", pytrace=False)
+        reason = str(exc)
+    else:
+        reason = ""
+    if reason:
+        pytest.fail(f"the test control plane could not be built:\n{reason}", pytrace=False)
     if not os.access(path, os.X_OK):
         pytest.fail(f"{path} is missing after the control-plane build", pytrace=False)
     return path
