@@ -8,7 +8,8 @@ A record is self-describing so every index can be rebuilt from the log alone::
     [flags & PRODUCER: u8 producer_len, producer, u64 sequence]
     topic, key, tag, msg_id, value
 
-``flags`` tells a missing key/tag (None) from an empty one. Batches are encoded with one
+``flags`` tells a missing key/tag (None) from an empty one and marks the last record of
+each appended batch, so recovery can drop a batch that a crash cut in half. Batches are encoded with one
 ``bytes.join`` so the per-message Python work stays small.
 """
 
@@ -27,6 +28,7 @@ MAGIC = 0xA7
 FLAG_KEY = 1
 FLAG_TAG = 2
 FLAG_PRODUCER = 4
+FLAG_BATCH_END = 8  # last record of an appended batch: recovery keeps whole batches only
 
 PREFIX = struct.Struct("<II")
 BODY_HEADER = struct.Struct("<BBBHQqqHHBI")
@@ -128,6 +130,7 @@ def encode_batch(
             np.fromiter((t is not None for t in tags), dtype=bool, count=n).astype(np.uint8)
             * FLAG_TAG
         )
+    flag_arr[-1] |= FLAG_BATCH_END
     hdr["flags"] = flag_arr
     hdr["idlen"] = idlen
     hdr["vlen"] = vlen

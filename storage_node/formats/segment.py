@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from storage_node.formats.record import check_record
+from storage_node.formats.record import FLAG_BATCH_END, HEADER_SIZE, check_record
 
 NAME_DIGITS = 20
 
@@ -54,3 +54,20 @@ def scan_segment(data: bytes, start: int = 0) -> tuple[int, list[int]]:
                 continue
         break
     return off, corrupt
+
+
+def last_batch_end(data: bytes, start: int, end: int) -> int:
+    """End of the last whole batch among the records in ``[start, end)``, or ``start``.
+
+    ``start`` must be a batch boundary (a checkpoint position or a segment start).
+    """
+    off = start
+    last = start
+    while off + HEADER_SIZE <= end:
+        size = int.from_bytes(data[off : off + 4], "little")
+        if size < HEADER_SIZE or off + size > end:
+            break
+        off += size
+        if data[off - size + 9] & FLAG_BATCH_END:
+            last = off
+    return last

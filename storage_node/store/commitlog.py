@@ -134,6 +134,13 @@ class CommitLog:
         chunks: list[Chunk] = []
         done = 0
         off = 0
+        if (
+            self.fill_bytes
+            and total > self.segment_bytes - self.fill_bytes
+            and total <= self.segment_bytes
+        ):
+            self.fill_seg = base  # roll first: a batch that fits a segment is never split
+            self.fill_bytes = 0
         while done < n:
             room = self.segment_bytes - self.fill_bytes
             if off == 0 and total <= room:
@@ -356,8 +363,10 @@ class CommitLog:
         if self._thread is not None:
             self._thread.join()
         if self._write_fd is not None:
-            os.fsync(self._write_fd)
-            os.close(self._write_fd)
-            self._write_fd = None
+            try:
+                os.fsync(self._write_fd)
+            finally:
+                os.close(self._write_fd)
+                self._write_fd = None
         for seg in list(self.segments.values()) + self.retired:
             seg.close()

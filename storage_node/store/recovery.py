@@ -6,7 +6,8 @@ After a clean shutdown (the checkpoint's ``clean`` flag) nothing is rescanned. O
 2. a file present in two lifecycle folders keeps its furthest state (uploaded > compacted >
    unsealed); the other copies are deleted;
 3. the last segment is scanned from the checkpoint position: a torn tail (a record that is
-   short or fails its CRC at the end) is truncated; a bad record followed by valid ones is
+   short or fails its CRC at the end) is truncated, back to the end of the last whole batch
+   (batches never straddle segments unless bigger than one); a bad record followed by valid ones is
    mid-file corruption, which is kept, skipped by the indexes and reported on read;
 4. derived indexes are cut back to the checkpoint (queue next offsets, key-index item
    count, key-index files begun after it) and rebuilt from the records past it.
@@ -27,7 +28,7 @@ from storage_node.formats.key_index import key_hash
 from storage_node.formats.msgid import parse_msg_id
 from storage_node.formats.queue_index import ENTRY_DTYPE, tag_hash
 from storage_node.formats.record import check_record, decode_record
-from storage_node.formats.segment import parse_segment_name, scan_segment
+from storage_node.formats.segment import last_batch_end, parse_segment_name, scan_segment
 from storage_node.store.keyindex import is_index_name, name_begin_pos
 from storage_node.store.segments import BlockSegment, CorruptSegment, RawSegment
 from storage_node.store.types import AppendResult
@@ -116,6 +117,7 @@ def _recover_segments(store: Store, ck: Checkpoint | None, clean: bool, report: 
                     data = fh.read()
                 scan_from = max(0, min(size, (ck.log_end if ck else 0) - last))
                 valid_end, corrupt = scan_segment(data, scan_from)
+                valid_end = last_batch_end(data, scan_from, valid_end)  # no half batches
                 if valid_end < size:
                     os.truncate(handle.path, valid_end)
                     fd = os.open(handle.path, os.O_RDONLY)

@@ -153,22 +153,11 @@ class Store:
         self.topics = TopicRegistry(os.path.join(root, "topics.json"))
         self.offsets = OffsetStore(os.path.join(root, "offsets"))
         self.dedup = DedupTable(os.path.join(root, "producers.json"))
-        self.log = CommitLog(
-            os.path.join(root, "commitlog"),
-            config.segment_bytes,
-            config.flush_mode,
-            config.flush_max_messages,
-            config.flush_max_bytes,
-            config.flush_max_age_ms,
-        )
-        self.keyidx = KeyIndexSet(
-            os.path.join(root, "index"), config.index_slots, config.index_items
-        )
-        self.msgids = MsgIdIndexes(os.path.join(root, "msgid"))
         self.objects: ObjectStore = open_object_store(
             config.object_store_url or os.path.join(root, "objects")
         )
         self.queues: dict[tuple[str, int], QueueIndex] = {}
+        self._build_parts()
         self.node_ip = ip_to_int(config.node_ip)
         self.node_iphex = f"{self.node_ip:08x}"
         self.last_store_ms = 0
@@ -191,6 +180,54 @@ class Store:
             "uploaded_files": 0,
             "expired_files": 0,
         }
+
+    def _build_parts(self) -> None:
+        """The commit log and derived indexes: what recovery fills in."""
+        config, root = self.config, self.root
+        self.log = CommitLog(
+            os.path.join(root, "commitlog"),
+            config.segment_bytes,
+            config.flush_mode,
+            config.flush_max_messages,
+            config.flush_max_bytes,
+            config.flush_max_age_ms,
+        )
+        self.keyidx = KeyIndexSet(
+            os.path.join(root, "index"), config.index_slots, config.index_items
+        )
+        self.msgids = MsgIdIndexes(os.path.join(root, "msgid"))
+        self.queues = {}
+
+    def _resume_after_write_error(self) -> None:
+        """After a failed flush (e.g. disk full): recover in place, as after a crash.
+
+        The refused flush was cut back, so the log on disk holds exactly the batches that were
+        written; dropping the in-memory state and running recovery from the last checkpoint
+        puts every index back in line with it. If that fails too (still no room), the error
+        is raised again and the next append retries.
+        """
+        from storage_node.store.recovery import recover
+
+        with self._ckpt_lock, self._lock:
+            if self.log._error is None:
+                return
+            error = self.log._error
+            for part in (self.log, self.keyidx, self.msgids, *self.queues.values()):
+                try:
+                    part.close()
+                except OSError:
+                    pass
+            self._build_parts()
+            self.dedup = DedupTable(os.path.join(self.root, "producers.json"))
+            try:
+                self.recovery_report = recover(self)
+                self.log.start()
+            except OSError as exc:
+                self.log._error = error
+                raise type(error)(f"{error.message}; still failing: {exc}") from exc
+            self.counters["resumed_after_write_error"] = (
+                self.counters.get("resumed_after_write_error", 0) + 1
+            )
 
     # ---- lifecycle of the object ------------------------------------------------------
     @classmethod
@@ -337,6 +374,8 @@ class Store:
         """Append a batch; durable per flush_mode when this returns. See docs/ENGINE_API.md."""
         self._check_open()
         cfg = self.topics.get(topic)
+        if self.log._error is not None:
+            self._resume_after_write_error()
         if producer_id is not None or sequence is not None:
             check_name("producer", producer_id)
             _check_int("sequence", sequence, 0, 2**63 - 1)
