@@ -12,7 +12,10 @@
 set -euo pipefail
 
 # Pinned versions, chosen to build with Go 1.26 and to work together: kwok v0.8.0 is built
-# against the Kubernetes 1.36 libraries, and Kubernetes 1.36 uses the etcd 3.6 client.
+# against the Kubernetes 1.36 libraries, and Kubernetes 1.36 uses the etcd 3.6 client. Debian's
+# etcd 3.4.23 is too old for it: kubeadm 1.36 requires at least etcd 3.5.24 (default 3.6.8), and
+# the API server's watch features need fixes that landed in etcd 3.4.31/3.5.13. So etcd is
+# built from its Go module like everything else.
 K8S_VERSION=v1.36.3
 ETCD_VERSION=v3.6.16
 KWOK_VERSION=v0.8.0
