@@ -99,6 +99,11 @@ def installed(k8s_cluster):
     ).stdout
     yield {"chart_ns": chart_ns, "store_ns": store_ns, "install_output": out}
     k8s_cluster.run_helm("uninstall", RELEASE, "-n", chart_ns, "--wait", check=False)
+    # with the operator gone, nothing would remove a finalizer it may have left
+    k8s_cluster.run_kubectl(
+        "patch", "ms", STORE, "-n", store_ns, "--type=merge",
+        "-p", '{"metadata":{"finalizers":null}}', check=False,
+    )  # fmt: skip
     k8s_cluster.run_kubectl("delete", "namespace", store_ns, "--wait=false", check=False)
     k8s_cluster.run_kubectl("delete", "namespace", chart_ns, "--wait=false", check=False)
     delete_volumes(k8s_cluster, store_ns)
