@@ -149,3 +149,39 @@ class Kube:
             if exc.status == 404:
                 return False
             raise
+
+    def patch_status(self, namespace: str, name: str, fields: dict[str, Any]) -> None:
+        """Merge-patch the MessageStore's status subresource."""
+        from . import GROUP, PLURAL, VERSION
+
+        path = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}/status"
+        self._call(
+            "PATCH", path, body={"status": fields}, content_type="application/merge-patch+json"
+        )
+
+    def post_event(
+        self, owner: dict[str, Any], event_type: str, reason: str, message: str, now: str
+    ) -> None:
+        """A core/v1 Event about the MessageStore, as `kubectl describe ms` shows them."""
+        meta = owner["metadata"]
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+            "involvedObject": {
+                "apiVersion": owner.get("apiVersion"),
+                "kind": owner.get("kind"),
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta["uid"],
+            },
+            "type": event_type,
+            "reason": reason,
+            "message": message[:1024],
+            "source": {"component": FIELD_MANAGER},
+            "reportingComponent": FIELD_MANAGER,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        self._call("POST", f"/api/v1/namespaces/{meta['namespace']}/events", body=body)

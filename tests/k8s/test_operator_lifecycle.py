@@ -275,13 +275,14 @@ def test_operator_restart_resumes_without_redoing_work(k8s_cluster, ns, operator
     token_before = get(k8s_cluster, ns, "secret", "steady-token")["data"]["token"]
     events_before = len(events(k8s_cluster, ns, "steady"))
     operator.stop()
-    resumed = operator.count(r"Handler 'reconcile_handler' succeeded")
+    resumed = operator.count(r"\[[^/\]]+/steady\] Handler 'reconcile_handler' succeeded")
+    refreshed = operator.count(r"status refreshed for \d+ MessageStores")
     operator.start()
-    # Wait for the resume handler and two status timer ticks of the new process.
+    # Wait for the resume handler and two status-loop passes of the new process.
     wait_for(
         lambda: (
-            operator.count(r"Handler 'reconcile_handler' succeeded") > resumed
-            and operator.count(r"Timer 'refresh' succeeded") >= 2
+            operator.count(r"\[[^/\]]+/steady\] Handler 'reconcile_handler' succeeded") > resumed
+            and operator.count(r"status refreshed for \d+ MessageStores") >= refreshed + 2
         ),
         "the restarted operator to resume and refresh",
         timeout=120,
