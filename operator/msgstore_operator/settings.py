@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from . import naming
 from .spec import StoreSpec
 
+SPARK_OWNS_COMPACTION_S = 10 * 365 * 24 * 3600
+
 
 def _num(value: float) -> str:
     """Numbers as the shortest text that parses back to the same value."""
@@ -35,9 +37,10 @@ def node_settings(spec: StoreSpec) -> dict[str, str]:
         "MSGSTORE_INDEX_SLOTS": str(spec.index_slots),
         "MSGSTORE_INDEX_ITEMS": str(spec.index_items),
         "MSGSTORE_DEFAULT_RETENTION_HOURS": _num(spec.retention_hours),
-        "MSGSTORE_COMPACTION_MODE": spec.compaction.mode,
-        "MSGSTORE_AUTH": "true" if spec.auth.enabled else "false",
     }
+    if spec.compaction.mode == "spark":
+        # The Spark job compacts sealed files; nodes leave them alone (ten years).
+        env["MSGSTORE_COMPACT_AFTER_S"] = str(SPARK_OWNS_COMPACTION_S)
     if spec.tiering.enabled and spec.tiering.url:
         env["MSGSTORE_OBJECT_STORE_URL"] = spec.tiering.url
         env["MSGSTORE_UPLOAD_AFTER_S"] = _num(spec.tiering.upload_after_hours * 3600)

@@ -30,9 +30,9 @@ class StorageSpec:
 @dataclass(frozen=True)
 class FlushSpec:
     mode: str = "sync"
-    max_age_ms: int = 10
-    max_messages: int = 10000
-    max_bytes: int = 4194304
+    max_age_ms: int = 200
+    max_messages: int = 100000
+    max_bytes: int = 16777216
 
 
 @dataclass(frozen=True)

@@ -46,9 +46,9 @@ def test_defaults_are_applied_by_the_api_server(k8s_cluster, ns):
     spec = k8s_cluster.get_json("ms", "defaults", "-n", ns)["spec"]
     assert spec["flush"] == {
         "mode": "sync",
-        "maxAgeMs": 10,
-        "maxMessages": 10000,
-        "maxBytes": 4194304,
+        "maxAgeMs": 200,
+        "maxMessages": 100000,
+        "maxBytes": 16777216,
     }
     assert spec["topics"] == [{"name": "t", "partitions": 1, "compression": "lz4"}]
     assert spec["compaction"]["mode"] == "node" and spec["auth"]["enabled"] is True

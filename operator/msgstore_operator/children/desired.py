@@ -77,7 +77,7 @@ def desired_children(
         build_routing_config_map(owner, routing_text),
         build_headless_service(owner, spec),
         build_client_service(owner, spec),
-        build_statefulset(owner, spec, replicas, digest, token),
+        build_statefulset(owner, spec, replicas, digest, token, domain),
         build_pdb(owner),
     ]
     absent: list[ChildRef] = []

@@ -12,11 +12,20 @@ from .meta import Owner, object_meta
 FS_GROUP = 10001
 
 
-def _env(spec: StoreSpec, token_secret: str | None) -> list[dict[str, Any]]:
+def _env(
+    owner: Owner, spec: StoreSpec, token_secret: str | None, domain: str
+) -> list[dict[str, Any]]:
+    # $(MSGSTORE_NODE_ID) is expanded by the kubelet: each pod advertises its own address,
+    # the same one the routing table lists for it.
+    host = f"$(MSGSTORE_NODE_ID).{naming.headless_service_name(owner.name)}.{owner.namespace}"
     env: list[dict[str, Any]] = [
         # The node id is the pod name: the routing table lists nodes by pod name.
         {"name": "MSGSTORE_NODE_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "MSGSTORE_NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {
+            "name": "MSGSTORE_ADVERTISE_ADDRESS",
+            "value": f"http://{host}.svc.{domain}:{spec.port}",
+        },
     ]
     if spec.auth.enabled and token_secret:
         env.append(
@@ -61,14 +70,16 @@ def _default_affinity(owner: Owner) -> dict[str, Any]:
     }
 
 
-def _container(owner: Owner, spec: StoreSpec, token_secret: str | None) -> dict[str, Any]:
+def _container(
+    owner: Owner, spec: StoreSpec, token_secret: str | None, domain: str
+) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": "node",
         "image": spec.image,
         "imagePullPolicy": spec.image_pull_policy,
         "command": ["msgstore", "serve"],
         "envFrom": _env_from(owner, spec),
-        "env": _env(spec, token_secret),
+        "env": _env(owner, spec, token_secret, domain),
         "ports": [{"name": "http", "containerPort": spec.port, "protocol": "TCP"}],
         # Recovery after a crash can take a while: the startup probe gives it up to 10
         # minutes before liveness applies; readiness turns true once recovery finished.
@@ -85,7 +96,9 @@ def _container(owner: Owner, spec: StoreSpec, token_secret: str | None) -> dict[
     return container
 
 
-def _pod_spec(owner: Owner, spec: StoreSpec, token_secret: str | None) -> dict[str, Any]:
+def _pod_spec(
+    owner: Owner, spec: StoreSpec, token_secret: str | None, domain: str
+) -> dict[str, Any]:
     tpl = spec.pod_template
     pod: dict[str, Any] = {
         # The node never talks to the Kubernetes API.
@@ -94,7 +107,7 @@ def _pod_spec(owner: Owner, spec: StoreSpec, token_secret: str | None) -> dict[s
         "terminationGracePeriodSeconds": spec.termination_grace_period_seconds,
         "securityContext": {"fsGroup": FS_GROUP, "fsGroupChangePolicy": "OnRootMismatch"},
         "affinity": dict(tpl.affinity) if tpl.affinity else _default_affinity(owner),
-        "containers": [_container(owner, spec, token_secret)],
+        "containers": [_container(owner, spec, token_secret, domain)],
         "volumes": [
             {
                 "name": naming.ROUTING_VOLUME,
@@ -129,7 +142,12 @@ def _claim_template(owner: Owner, spec: StoreSpec) -> dict[str, Any]:
 
 
 def build_statefulset(
-    owner: Owner, spec: StoreSpec, replicas: int, config_hash: str, token_secret: str | None
+    owner: Owner,
+    spec: StoreSpec,
+    replicas: int,
+    config_hash: str,
+    token_secret: str | None,
+    domain: str = "cluster.local",
 ) -> dict[str, Any]:
     """``replicas`` may differ from the spec while a scale-down is blocked."""
     tpl = spec.pod_template
@@ -154,7 +172,7 @@ def build_statefulset(
             "selector": {"matchLabels": naming.selector_labels(owner.name)},
             "template": {
                 "metadata": {"labels": labels, "annotations": annotations},
-                "spec": _pod_spec(owner, spec, token_secret),
+                "spec": _pod_spec(owner, spec, token_secret, domain),
             },
             "volumeClaimTemplates": [_claim_template(owner, spec)],
         },

@@ -64,6 +64,9 @@ def test_statefulset_defaults():
     assert c["envFrom"] == [{"configMapRef": {"name": "demo-config"}}]
     env = env_of(sts)
     assert env["MSGSTORE_NODE_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert env["MSGSTORE_ADVERTISE_ADDRESS"]["value"] == (
+        "http://$(MSGSTORE_NODE_ID).demo-nodes.ns1.svc.cluster.local:8080"
+    )
     assert env["MSGSTORE_TOKEN"]["valueFrom"]["secretKeyRef"] == {
         "name": "demo-token",
         "key": "token",
@@ -133,7 +136,9 @@ def test_settings_and_config_hash():
     assert env["MSGSTORE_SEGMENT_BYTES"] == "2097152"
     assert env["MSGSTORE_ROUTING_FILE"] == naming.ROUTING_FILE
     assert env["MSGSTORE_DEFAULT_RETENTION_HOURS"] == "168"
-    assert "MSGSTORE_OBJECT_STORE_URL" not in env
+    assert "MSGSTORE_OBJECT_STORE_URL" not in env and "MSGSTORE_COMPACT_AFTER_S" not in env
+    spark = node_settings(parse_spec({"compaction": {"mode": "spark", "schedule": "@daily"}}))
+    assert int(spark["MSGSTORE_COMPACT_AFTER_S"]) > 365 * 24 * 3600
     assert all(isinstance(v, str) for v in env.values())
     assert config_hash(env) == config_hash(dict(env))
     assert config_hash(env) != config_hash(node_settings(parse_spec({})))
@@ -272,3 +277,37 @@ def test_routing_change_does_not_roll_pods():
     assert a.objects[4] == b.objects[4]  # nodes reload the mounted file; no restart
     c = desired_children(OWNER, parse_spec({"flush": {"mode": "async"}}), 3, "{}", "cluster.local")
     assert c.config_hash != a.config_hash
+
+
+def test_the_node_reads_every_setting_the_operator_gives_it():
+    """The pod's environment, as the kubelet would expand it, is accepted by the node's own
+    settings resolver, and every MSGSTORE_* name is one the node knows."""
+    from storage_node.server.settings import resolve_settings
+
+    spec = parse_spec(
+        {
+            "flush": {"mode": "async", "maxAgeMs": 7},
+            "tiering": {"enabled": True, "url": "file:///tiers", "uploadAfterHours": 2},
+            "compaction": {"mode": "spark", "schedule": "@daily"},
+        }
+    )
+    sts = build_statefulset(OWNER, spec, 3, "h", "demo-token")
+    env = dict(node_settings(spec))
+    env["MSGSTORE_NODE_ID"] = "demo-1"
+    env["MSGSTORE_NODE_IP"] = "10.1.2.3"
+    env["MSGSTORE_TOKEN"] = "t0ken"
+    advertise = env_of(sts)["MSGSTORE_ADVERTISE_ADDRESS"]["value"]
+    env["MSGSTORE_ADVERTISE_ADDRESS"] = advertise.replace("$(MSGSTORE_NODE_ID)", "demo-1")
+    settings = resolve_settings(env=env)
+    assert settings.node_id == "demo-1" and settings.port == 8080 and settings.host == "0.0.0.0"
+    assert settings.address == "http://demo-1.demo-nodes.ns1.svc.cluster.local:8080"
+    assert settings.routing_file == naming.ROUTING_FILE and settings.token == "t0ken"
+    assert settings.store["flush_mode"] == "async" and settings.store["flush_max_age_ms"] == 7
+    assert settings.store["object_store_url"] == "file:///tiers"
+    assert settings.store["upload_after_s"] == 7200
+    assert settings.store["node_ip"] == "10.1.2.3"
+    known = {f"MSGSTORE_{name.upper()}" for name in vars(settings) if name != "store"}
+    known |= {f"MSGSTORE_{name.upper()}" for name in settings.store}
+    known |= {"MSGSTORE_" + n.upper() for n in ("data_dir",)}
+    unknown = {name for name in env if name.startswith("MSGSTORE_")} - known
+    assert not unknown, f"settings the node does not read: {unknown}"
