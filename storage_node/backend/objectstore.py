@@ -102,75 +102,13 @@ class DirObjectStore(ObjectStore):
         return sorted(out)
 
 
-class S3ObjectStore(ObjectStore):
-    """Objects in an S3 bucket (any S3-compatible endpoint via AWS_ENDPOINT_URL)."""
-
-    def __init__(self, bucket: str, prefix: str = "") -> None:
-        import boto3  # imported lazily: only clusters with S3 tiering pay for it
-
-        self.bucket = bucket
-        self.prefix = prefix.strip("/")
-        self.client = boto3.client("s3", endpoint_url=os.environ.get("AWS_ENDPOINT_URL") or None)
-
-    def _key(self, key: str) -> str:
-        _check_key(key)
-        return f"{self.prefix}/{key}" if self.prefix else key
-
-    def put(self, key: str, data: bytes | str) -> None:
-        if isinstance(data, str):
-            self.client.upload_file(data, self.bucket, self._key(key))
-        else:
-            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
-
-    def _not_found(self, exc: Exception, key: str) -> Exception:
-        code = getattr(exc, "response", {}).get("Error", {}).get("Code", "")
-        if code in ("NoSuchKey", "404", "NotFound"):
-            return NotFound(f"object {key!r} not found")
-        return exc
-
-    def get_range(self, key: str, start: int, length: int) -> bytes:
-        if length <= 0:
-            return b""
-        try:
-            resp = self.client.get_object(
-                Bucket=self.bucket, Key=self._key(key), Range=f"bytes={start}-{start + length - 1}"
-            )
-        except Exception as exc:  # botocore ClientError
-            raise self._not_found(exc, key) from exc
-        return resp["Body"].read()
-
-    def get(self, key: str) -> bytes:
-        try:
-            return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
-        except Exception as exc:
-            raise self._not_found(exc, key) from exc
-
-    def size(self, key: str) -> int:
-        try:
-            return int(
-                self.client.head_object(Bucket=self.bucket, Key=self._key(key))["ContentLength"]
-            )
-        except Exception as exc:
-            raise self._not_found(exc, key) from exc
-
-    def delete(self, key: str) -> None:
-        self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
-
-    def list(self, prefix: str = "") -> list[str]:
-        out: list[str] = []
-        paginator = self.client.get_paginator("list_objects_v2")
-        full = self._key(prefix) if prefix else (self.prefix + "/" if self.prefix else "")
-        cut = len(self.prefix) + 1 if self.prefix else 0
-        for page in paginator.paginate(Bucket=self.bucket, Prefix=full):
-            out.extend(obj["Key"][cut:] for obj in page.get("Contents", []))
-        return sorted(out)
-
-
 def open_object_store(url: str) -> ObjectStore:
     """``s3://bucket/prefix`` → S3; a path or ``file://path`` → directory."""
     parsed = urlparse(url)
     if parsed.scheme == "s3":
-        return S3ObjectStore(parsed.netloc, parsed.path)
+        from storage_node.backend.s3 import S3ObjectStore  # boto3 only when S3 is used
+
+        return S3ObjectStore.from_url(url)
     if parsed.scheme == "file":
         return DirObjectStore(parsed.path)
     if parsed.scheme in ("", None):

@@ -21,20 +21,13 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from storage_node.backend.objectstore import ObjectStore
+from storage_node.backend.objectstore import _check_key as check_object_key
 from storage_node.errors import InvalidArgument, NotFound, Unavailable
 
 # S3's rules for bucket names (3-63 chars, lowercase letters, digits, dots and hyphens).
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
 _MULTIPART_THRESHOLD = 64 << 20
-
-
-def check_object_key(key: str) -> str:
-    """Keys are ``/``-separated relative names, as the directory backend requires."""
-    parts = key.split("/")
-    if not key or key.startswith("/") or any(p in ("", ".", "..") for p in parts):
-        raise InvalidArgument(f"invalid object key {key!r}")
-    return key
 
 
 def parse_s3_url(url: str) -> tuple[str, str, dict[str, str]]:
