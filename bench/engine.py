@@ -593,7 +593,7 @@ def bench_recovery(ws: Workspace, sizes: Sizes, quick: bool) -> None:
         finally:
             child.send_signal(signal.SIGKILL)
             child.wait()
-        stored = sum(p.stat().st_size for p in data_dir.rglob("*") if p.is_file())
+        stored = sum(p.stat().st_blocks * 512 for p in data_dir.rglob("*") if p.is_file())
 
         start = time.perf_counter()
         store = Store.open(engine_config(data_dir))
