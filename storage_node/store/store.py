@@ -136,6 +136,8 @@ class Store:
 
     def __init__(self, config: StoreConfig) -> None:
         self.config = config.validate()
+        # A configured object store is opened first: a bad URL fails before touching disk.
+        configured = open_object_store(config.object_store_url) if config.object_store_url else None
         root = self.root = os.path.abspath(config.data_dir)
         ensure_dir(root)
         self._lock_fd = os.open(os.path.join(root, "LOCK"), os.O_RDWR | os.O_CREAT, 0o644)
@@ -153,9 +155,7 @@ class Store:
         self.topics = TopicRegistry(os.path.join(root, "topics.json"))
         self.offsets = OffsetStore(os.path.join(root, "offsets"))
         self.dedup = DedupTable(os.path.join(root, "producers.json"))
-        self.objects: ObjectStore = open_object_store(
-            config.object_store_url or os.path.join(root, "objects")
-        )
+        self.objects: ObjectStore = configured or open_object_store(os.path.join(root, "objects"))
         self.queues: dict[tuple[str, int], QueueIndex] = {}
         self._build_parts()
         self.node_ip = ip_to_int(config.node_ip)
@@ -545,14 +545,16 @@ class Store:
         if assigned:
             first_seq = self.msgids.assign(topic, hour, self.node_ip, assigned)
             prefix = f"{topic}-{self.node_iphex}-{hour}-"
-            seqs = map(str, range(first_seq, first_seq + assigned))
             if not given:
-                ids = list(map(prefix.__add__, seqs))
+                ids_b = list(map((prefix.encode() + b"%d").__mod__, range(first_seq, first_seq + n)))
+                ids = list(map(bytes.decode, ids_b))
             else:
+                seqs = map(str, range(first_seq, first_seq + assigned))
                 ids = [m if m is not None else prefix + next(seqs) for m in batch.mids]  # type: ignore[union-attr]
+                ids_b = list(map(str.encode, ids))
         else:
             ids = batch.mids  # type: ignore[assignment]
-        ids_b = list(map(str.encode, ids))
+            ids_b = list(map(str.encode, ids))
         born = (
             store_ms if batch.born is None else [store_ms if b is None else b for b in batch.born]
         )
