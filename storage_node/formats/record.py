@@ -18,7 +18,8 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass
-from itertools import chain, repeat
+from functools import lru_cache
+from itertools import chain
 
 import numpy as np
 
@@ -68,6 +69,11 @@ HEADER_DTYPE = np.dtype(
 assert HEADER_DTYPE.itemsize == HEADER_SIZE
 
 
+@lru_cache(maxsize=256)
+def _header_dtype(mid_len: int) -> np.dtype:
+    return np.dtype(HEADER_DTYPE.descr + [("mid", "u1", (mid_len,))])
+
+
 def _lengths(items: list[bytes], n: int) -> np.ndarray:
     return np.fromiter(map(len, items), dtype=np.int64, count=n)
 
@@ -96,7 +102,9 @@ def encode_batch(
     if producer is not None:
         mid = bytes((len(producer[0]),)) + producer[0] + PRODUCER_TAIL.pack(producer[1]) + topic
         flags = FLAG_PRODUCER
-    hdr = np.zeros(n, dtype=HEADER_DTYPE)
+    # the constant producer/topic bytes ride in the header array: one piece less per record
+    hdr = np.zeros(n, dtype=_header_dtype(len(mid)))
+    hdr["mid"] = np.frombuffer(mid, dtype=np.uint8)
     hdr["magic"] = MAGIC
     hdr["tlen"] = len(topic)
     hdr["partition"] = partitions
@@ -107,11 +115,12 @@ def encode_batch(
     idlen = _lengths(msg_ids, n)
     size = vlen + idlen + (HEADER_SIZE + len(mid))
     flag_arr = np.full(n, flags, dtype=np.uint8)
-    empty = repeat(b"", n)
+    columns: list = [None]  # header slices go first
     if keys.count(None) == n:
-        key_parts = empty
+        pass
     else:
         key_parts = [b"" if k is None else k for k in keys]
+        columns.append(key_parts)
         klen = _lengths(key_parts, n)
         hdr["klen"] = klen
         size += klen
@@ -119,10 +128,9 @@ def encode_batch(
             np.fromiter((k is not None for k in keys), dtype=bool, count=n).astype(np.uint8)
             * FLAG_KEY
         )
-    if tags.count(None) == n:
-        tag_parts = repeat(b"", n)
-    else:
+    if tags.count(None) != n:
         tag_parts = [b"" if t is None else t for t in tags]
+        columns.append(tag_parts)
         taglen = _lengths(tag_parts, n)
         hdr["taglen"] = taglen
         size += taglen
@@ -136,12 +144,11 @@ def encode_batch(
     hdr["vlen"] = vlen
     hdr["size"] = size
     head = hdr.tobytes()
-    heads = [head[i : i + HEADER_SIZE] for i in range(0, n * HEADER_SIZE, HEADER_SIZE)]
-    buf = bytearray().join(
-        chain.from_iterable(
-            zip(heads, repeat(mid, n), key_parts, tag_parts, msg_ids, values, strict=True)
-        )
-    )
+    step = HEADER_SIZE + len(mid)
+    heads = [head[i : i + step] for i in range(0, n * step, step)]
+    columns[0] = heads
+    columns += [msg_ids, values]
+    buf = bytearray().join(chain.from_iterable(zip(*columns, strict=True)))
     starts = np.zeros(n, dtype=np.int64)
     np.cumsum(size[:-1], out=starts[1:])
     view = memoryview(buf)
