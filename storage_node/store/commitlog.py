@@ -60,7 +60,7 @@ class CommitLog:
         self.max_age = flush_max_age_ms / 1000.0
         self.segments: dict[int, RawSegment | BlockSegment] = {}
         self.starts: list[int] = []
-        self.retired: list[RawSegment | BlockSegment] = []
+        self.retired: list[tuple[float, RawSegment | BlockSegment]] = []
         self.start_pos = 0  # first position still held (expiry raises it)
         self.end = 0  # next position to hand out (includes the cache)
         self.written_end = 0  # bytes below this are in files
@@ -90,14 +90,14 @@ class CommitLog:
             if old is None:
                 bisect.insort(self.starts, start)
             elif old is not handle:
-                self.retired.append(old)
+                self.retired.append((time.monotonic(), old))
 
     def remove(self, start: int) -> None:
         with self._cond:
             old = self.segments.pop(start, None)
             if old is not None:
                 self.starts.remove(start)
-                self.retired.append(old)
+                self.retired.append((time.monotonic(), old))
             self.start_pos = self.starts[0] if self.starts else self.end
 
     def set_end(self, end: int) -> None:
@@ -338,7 +338,12 @@ class CommitLog:
         seg = self.segments.get(starts[i])
         if seg is None:  # swapped or expired meanwhile
             return self.read(pos)
-        buf, off = seg.record_view(pos - seg.start)
+        try:
+            buf, off = seg.record_view(pos - seg.start)
+        except FileNotFoundError:
+            if self.segments.get(seg.start) is seg:
+                raise
+            return self.read(pos)  # compacted or expired meanwhile: ask the new handle
         return decode_record(
             buf, off, where=f"at log position {pos} ({seg.state} segment {segment_name(seg.start)})"
         )
@@ -368,5 +373,14 @@ class CommitLog:
             finally:
                 os.close(self._write_fd)
                 self._write_fd = None
-        for seg in list(self.segments.values()) + self.retired:
+        for seg in list(self.segments.values()) + [h for _t, h in self.retired]:
             seg.close()
+
+    def reap_retired(self, grace_s: float = 60.0) -> None:
+        """Close handles replaced long enough ago that no reader can still be using them."""
+        cutoff = time.monotonic() - grace_s
+        with self._cond:
+            old = [h for t, h in self.retired if t < cutoff]
+            self.retired = [(t, h) for t, h in self.retired if t >= cutoff]
+        for h in old:
+            h.close()

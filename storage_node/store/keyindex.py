@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -47,7 +48,7 @@ class KeyIndexSet:
         self.states: dict[str, str] = {}
         self.names: list[str] = []
         self.active: KeyIndexFile | None = None
-        self.retired: list[KeyIndexHandle] = []
+        self.retired: list[tuple[float, KeyIndexHandle]] = []
         self._lock = threading.Lock()
 
     def install(self, name: str, state: str, handle: KeyIndexHandle) -> None:
@@ -58,7 +59,7 @@ class KeyIndexSet:
             if old is None:
                 self.names = sorted(self.files)
             elif old is not handle:
-                self.retired.append(old)
+                self.retired.append((time.monotonic(), old))
 
     def remove(self, name: str) -> None:
         with self._lock:
@@ -66,7 +67,7 @@ class KeyIndexSet:
             self.states.pop(name, None)
             self.names = sorted(self.files)
             if old is not None:
-                self.retired.append(old)
+                self.retired.append((time.monotonic(), old))
             if old is self.active:
                 self.active = None
 
@@ -134,6 +135,16 @@ class KeyIndexSet:
             self.active.flush()
 
     def close(self) -> None:
-        for h in list(self.files.values()) + self.retired:
+        for h in list(self.files.values()) + [h for _t, h in self.retired]:
+            if isinstance(h, KeyIndexFile):
+                h.close()
+
+    def reap_retired(self, grace_s: float = 60.0) -> None:
+        """Unmap replaced files once no lookup can still be walking them."""
+        cutoff = time.monotonic() - grace_s
+        with self._lock:
+            old = [h for t, h in self.retired if t < cutoff]
+            self.retired = [(t, h) for t, h in self.retired if t >= cutoff]
+        for h in old:
             if isinstance(h, KeyIndexFile):
                 h.close()

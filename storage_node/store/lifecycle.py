@@ -314,4 +314,6 @@ def run_lifecycle_once(store: Store, now_ms: int | None = None) -> dict:
                 uploaded += 1
         report["uploaded"] = uploaded
         report["expired"] = expire(store, now)
+    store.log.reap_retired()
+    store.keyidx.reap_retired()
     return report
