@@ -324,3 +324,18 @@ def test_deleting_the_store_removes_its_children(k8s_cluster, ns, operator):
         return not left or None
 
     wait_for(all_gone, "the garbage collector to remove every child", timeout=180)
+
+
+def test_unschedulable_pods_show_degraded(k8s_cluster, ns, operator):
+    """The real scheduler cannot place pods that select no node: status says so."""
+    new_store(k8s_cluster, ns, "stuck", podTemplate={"nodeSelector": {"disk": "none-such"}})
+
+    def degraded():
+        ms = get(k8s_cluster, ns, "ms", "stuck")
+        cond = condition(ms, "Degraded")
+        return ms if cond.get("status") == "True" else None
+
+    ms = wait_for(degraded, "condition Degraded on unschedulable pods")
+    assert ms["status"]["phase"] == "Degraded" and ms["status"]["readyReplicas"] == 0
+    assert "cannot be scheduled" in condition(ms, "Degraded")["message"]
+    assert condition(ms, "Ready")["status"] == "False"
