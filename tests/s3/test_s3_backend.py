@@ -128,9 +128,10 @@ def test_url_options_select_endpoint_and_region(minio_server, monkeypatch):
     )
     store = open_object_store(url)
     store.put("k", b"v")
-    assert minio_server.s3_client().get_object(Bucket="tier-options", Key="a/b/k")[
-        "Body"
-    ].read() == b"v"
+    assert (
+        minio_server.s3_client().get_object(Bucket="tier-options", Key="a/b/k")["Body"].read()
+        == b"v"
+    )
 
 
 def test_wrong_credentials_and_missing_bucket_are_unavailable(s3_env, monkeypatch):
