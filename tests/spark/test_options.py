@@ -1,0 +1,128 @@
+"""Option parsing and the Arrow frame encoder: no Spark, no nodes, so these run in a blink."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from msgstore_spark.arrow_codec import encode_frame, messages_to_batch
+from msgstore_spark.errors import OptionError
+from msgstore_spark.options import EARLIEST, LATEST, read_options, write_options
+
+from storage_node.server.batch_codec import decode_batch
+
+BASE = {"endpoints": "http://127.0.0.1:1", "topic": "orders"}
+
+
+def test_defaults_follow_kafka():
+    batch = read_options(BASE, streaming=False)
+    assert batch.starting == {"orders": {-1: EARLIEST}}
+    assert batch.ending == {"orders": {-1: LATEST}}
+    stream = read_options(BASE, streaming=True)
+    assert stream.starting == {"orders": {-1: LATEST}}
+
+
+def test_json_offsets_and_timestamps():
+    opts = read_options(
+        {
+            **BASE,
+            "startingOffsets": '{"orders": {"0": 5, "2": -2}}',
+            "endingTimestamp": "1767225600000",
+        },
+        streaming=False,
+    )
+    assert opts.starting == {"orders": {0: 5, 2: EARLIEST}}
+    assert opts.ending_ts == {"orders": {-1: 1767225600000}}
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"topic": "orders"}, "endpoints"),
+        ({"endpoints": "http://h:1"}, "topic"),
+        ({"endpoints": "http://h:1", "topic": "a", "topics": "b"}, "topic"),
+        ({**BASE, "topic": "../etc"}, "topic"),
+        ({**BASE, "endpoints": "http://h:1/path"}, "endpoints"),
+        ({**BASE, "startingOffsets": "yesterday"}, "startingOffsets"),
+        ({**BASE, "startingOffsets": '{"other": {"0": 1}}'}, "startingOffsets"),
+        ({**BASE, "startingOffsets": '{"orders": {"0": -5}}'}, "startingOffsets"),
+        ({**BASE, "endingOffsets": "earliest"}, "endingOffsets"),
+        ({**BASE, "endingOffsets": '{"orders": {"0": -2}}'}, "endingOffsets"),
+        ({**BASE, "maxRecordsPerPartition": "0"}, "maxRecordsPerPartition"),
+        ({**BASE, "maxRecordsPerPartition": "many"}, "maxRecordsPerPartition"),
+        ({**BASE, "startingTimestamp": "noon"}, "startingTimestamp"),
+        ({**BASE, "failOnDataLoss": "perhaps"}, "failOnDataLoss"),
+    ],
+)
+def test_bad_read_options_name_the_option(options, named):
+    with pytest.raises(OptionError) as info:
+        read_options(options, streaming=False)
+    assert f"'{named}'" in str(info.value)
+
+
+def test_streams_have_no_end():
+    with pytest.raises(OptionError, match="endingOffsets"):
+        read_options({**BASE, "endingOffsets": "latest"}, streaming=True)
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({**BASE, "topics": "a,b"}, "topics"),
+        ({"endpoints": "http://h:1"}, "topic"),
+        ({**BASE, "partitions": "0"}, "partitions"),
+        ({**BASE, "compression": "zip"}, "compression"),
+        ({**BASE, "batchSize": "-1"}, "batchSize"),
+    ],
+)
+def test_bad_write_options_name_the_option(options, named):
+    with pytest.raises(OptionError) as info:
+        write_options(options)
+    assert f"'{named}'" in str(info.value)
+
+
+def test_frame_from_arrow_decodes_with_the_node_codec():
+    values = pa.array(["a", None, "ccc", "dd"], pa.string()).fill_null("")
+    keys = pa.array(["k1", None, "k3", "ké"], pa.string())
+    tags = pa.array([None, None, None, None], pa.string())
+    ids = pa.array([None, "app-7f000001-1-2", None, None], pa.string())
+    # a slice with a non-zero offset exercises the offset arithmetic
+    sliced = pa.array(["zz", "x", "yy", "bin\x00"], pa.string()).slice(1)
+    frame = encode_frame(
+        sliced.cast(pa.binary()),
+        keys.slice(1),
+        tags.slice(1),
+        ids.slice(1),
+        np.array([5, -1, 7]),
+        np.array([0, 1, 2]),
+        "producer-1",
+        42,
+    )
+    batch = decode_batch(frame)
+    assert batch.values == [b"x", b"yy", b"bin\x00"]
+    assert batch.keys == [None, "k3", "ké"]
+    assert batch.tags == [None, None, None]
+    assert batch.msg_ids == ["app-7f000001-1-2", None, None]
+    assert batch.timestamps == [5, None, 7]
+    assert batch.partitions == [0, 1, 2]
+    assert (batch.producer_id, batch.sequence) == ("producer-1", 42)
+    assert len(values) == 4
+
+
+def test_read_page_to_arrow_keeps_binary_values():
+    page = [
+        {"offset": 3, "key": "k", "tag": None, "msg_id": "m", "timestamp": 1000, "value": "hi"},
+        {
+            "offset": 4,
+            "key": None,
+            "tag": "t",
+            "msg_id": "n",
+            "timestamp": 2000,
+            "value_base64": "AP8=",
+        },
+    ]
+    batch = messages_to_batch("orders", 1, page)
+    rows = batch.to_pylist()
+    assert rows[0]["value"] == b"hi" and rows[1]["value"] == b"\x00\xff"
+    assert [r["offset"] for r in rows] == [3, 4]
+    assert rows[1]["timestamp"].timestamp() == 2.0
