@@ -6,14 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from storage_node.spark_job import SparkResources, SparkSubmit, build_spark_job
+
 from .. import naming
 from ..spec import StoreSpec
 from .meta import Owner, object_meta
-
-SPARK_SUBMIT = "/opt/spark/bin/spark-submit"
-KUBERNETES_MASTER = "k8s://https://kubernetes.default.svc:443"
-# Path of the compact job inside the Spark image (the image copies spark/jobs/ there).
-COMPACT_JOB = "local:///opt/msgstore/spark/jobs/compact.py"
 
 # What the driver does with its ServiceAccount: create and watch executor pods, the
 # driver's headless Service and ConfigMaps, and (for dynamic allocation) volume claims.
@@ -63,40 +60,29 @@ def build_spark_role_binding(owner: Owner) -> dict[str, Any]:
     }
 
 
-def spark_submit_args(
+def compaction_submit(
     owner: Owner, spec: StoreSpec, endpoint: str, token_secret: str | None
-) -> list[str]:
-    """Arguments of spark-submit: cluster mode on this cluster, the node token passed to the
-    driver and executors from its Secret (never on the command line)."""
+) -> SparkSubmit:
+    """The spark-submit of spark/jobs/compact.py, built by the same code as the ingest Job."""
     sp = spec.compaction.spark
-    account = naming.spark_account_name(owner.name)
-    conf = {
-        "spark.kubernetes.namespace": owner.namespace,
-        "spark.kubernetes.container.image": sp.image,
-        "spark.kubernetes.authenticate.driver.serviceAccountName": account,
-        "spark.executor.instances": str(sp.executors),
-        "spark.driver.cores": str(sp.driver_cores),
-        "spark.driver.memory": sp.driver_memory,
-        "spark.executor.cores": str(sp.executor_cores),
-        "spark.executor.memory": sp.executor_memory,
-        "spark.kubernetes.driver.label.app.kubernetes.io/instance": owner.name,
-        "spark.kubernetes.executor.label.app.kubernetes.io/instance": owner.name,
-    }
-    if spec.auth.enabled and token_secret:
-        ref = f"{token_secret}:{spec.auth.token_key}"
-        conf["spark.kubernetes.driver.secretKeyRef.MSGSTORE_TOKEN"] = ref
-        conf["spark.kubernetes.executor.secretKeyRef.MSGSTORE_TOKEN"] = ref
-    args = [
-        "--master",
-        KUBERNETES_MASTER,
-        "--deploy-mode",
-        "cluster",
-        "--name",
-        naming.compaction_cronjob_name(owner.name),
-    ]
-    for key, value in conf.items():
-        args += ["--conf", f"{key}={value}"]
-    return [*args, COMPACT_JOB, "--endpoint", endpoint]
+    return SparkSubmit(
+        app_name=naming.compaction_cronjob_name(owner.name),
+        namespace=owner.namespace,
+        image=sp.image,
+        service_account=naming.spark_account_name(owner.name),
+        job="compact.py",
+        job_args=("--endpoint", endpoint),
+        resources=SparkResources(
+            executors=sp.executors,
+            driver_cores=sp.driver_cores,
+            driver_memory=sp.driver_memory,
+            executor_cores=sp.executor_cores,
+            executor_memory=sp.executor_memory,
+        ),
+        token_secret=token_secret if spec.auth.enabled else None,
+        token_key=spec.auth.token_key,
+        labels=(("app.kubernetes.io/instance", owner.name),),
+    )
 
 
 def build_compaction_cronjob(
@@ -104,6 +90,12 @@ def build_compaction_cronjob(
 ) -> dict[str, Any]:
     """Runs one compaction at a time on ``compaction.schedule``."""
     labels = naming.common_labels(owner.name, "compaction")
+    job = build_spark_job(
+        compaction_submit(owner, spec, endpoint, token_secret),
+        name=naming.compaction_cronjob_name(owner.name),
+        labels=labels,
+        image_pull_policy=spec.image_pull_policy,
+    )
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
@@ -114,27 +106,6 @@ def build_compaction_cronjob(
             "startingDeadlineSeconds": 600,
             "successfulJobsHistoryLimit": 3,
             "failedJobsHistoryLimit": 3,
-            "jobTemplate": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "backoffLimit": 1,
-                    "template": {
-                        "metadata": {"labels": labels},
-                        "spec": {
-                            "serviceAccountName": naming.spark_account_name(owner.name),
-                            "restartPolicy": "Never",
-                            "containers": [
-                                {
-                                    "name": "spark-submit",
-                                    "image": spec.compaction.spark.image,
-                                    "imagePullPolicy": spec.image_pull_policy,
-                                    "command": [SPARK_SUBMIT],
-                                    "args": spark_submit_args(owner, spec, endpoint, token_secret),
-                                }
-                            ],
-                        },
-                    },
-                },
-            },
+            "jobTemplate": {"metadata": {"labels": labels}, "spec": job["spec"]},
         },
     }
