@@ -67,7 +67,8 @@ kc -n "$NAMESPACE" get messagestore "$STORE"
 step "Spark ingest of ${SAMPLE_IN_IMAGE} into topic '${TOPIC}' (cluster mode)"
 JOB=$(docker run --rm "$NODE_IMAGE" msgstore spark-job ingest \
   --store "$STORE" -n "$NAMESPACE" --topic "$TOPIC" \
-  --input "$SAMPLE_IN_IMAGE" --format jsonl --key-field order_id \
+  --input "$SAMPLE_IN_IMAGE" --format jsonl \
+  --key-field order_id --tag-field event_type --time-field ts \
   --image "$SPARK_IMAGE" --executors 2 --executor-memory 1g -o yaml)
 JOB_NAME=$(printf '%s\n' "$JOB" | sed -n 's/^  name: //p' | head -n 1)
 kc -n "$NAMESPACE" delete job "$JOB_NAME" --ignore-not-found

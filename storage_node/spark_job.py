@@ -22,7 +22,7 @@ JOBS_DIR = "local:///opt/msgstore/spark/jobs"
 DEFAULT_SPARK_IMAGE = "msgstore-spark:0.1.0"
 DEFAULT_PORT = 8080
 CLUSTER_DOMAIN = "cluster.local"
-INGEST_FORMATS = ("jsonl", "csv", "parquet")
+INGEST_FORMATS = ("jsonl", "json", "csv", "parquet")
 
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _MEMORY = re.compile(r"^[0-9]+[kmgt]?$")
@@ -183,6 +183,8 @@ class IngestRequest:
     input: str  # any path Spark reads: file:// inside the image, s3a://, hdfs://, ...
     format: str = "jsonl"
     key_field: str | None = None
+    tag_field: str | None = None
+    time_field: str | None = None
     name: str | None = None
     image: str = DEFAULT_SPARK_IMAGE
     port: int = DEFAULT_PORT
@@ -202,6 +204,10 @@ class IngestRequest:
             raise InvalidArgument(f"topic {self.topic!r} must be 1-200 of A-Z a-z 0-9 . _ -")
         if self.format not in INGEST_FORMATS:
             raise InvalidArgument(f"format must be one of {', '.join(INGEST_FORMATS)}")
+        for what in ("key_field", "tag_field", "time_field"):
+            value = getattr(self, what)
+            if value is not None and (not value or any(c.isspace() for c in value)):
+                raise InvalidArgument(f"{what} {value!r} must be a column name without spaces")
         if not self.input or any(c.isspace() for c in self.input):
             raise InvalidArgument(f"input {self.input!r} must be a non-empty path without spaces")
         if not 1 <= self.port <= 65535:
@@ -245,8 +251,13 @@ def build_ingest_job(req: IngestRequest) -> dict[str, Any]:
         "--format",
         req.format,
     ]
-    if req.key_field:
-        job_args += ["--key-field", req.key_field]
+    for flag, value in (
+        ("--key-column", req.key_field),
+        ("--tag-column", req.tag_field),
+        ("--timestamp-column", req.time_field),
+    ):
+        if value:
+            job_args += [flag, value]
     token_secret = None
     if req.auth:
         token_secret = req.token_secret or token_secret_name(req.store)

@@ -51,6 +51,10 @@ def add_spark_job_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     ingest.add_argument("--format", choices=INGEST_FORMATS, default="jsonl")
     ingest.add_argument("--key-field", help="field whose value becomes each message's key")
+    ingest.add_argument("--tag-field", help="field whose value becomes each message's tag")
+    ingest.add_argument(
+        "--time-field", help="field holding each message's born time (ms since epoch or a time)"
+    )
     ingest.add_argument("--name", help="Job name (default: <store>-ingest-<topic>)")
     ingest.add_argument("--image", default=DEFAULT_SPARK_IMAGE, help="Spark job image")
     ingest.add_argument(
@@ -86,6 +90,8 @@ def request_from_args(args: argparse.Namespace) -> IngestRequest:
         input=args.input,
         format=args.format,
         key_field=args.key_field,
+        tag_field=args.tag_field,
+        time_field=args.time_field,
         name=args.name,
         image=args.image,
         port=args.port,

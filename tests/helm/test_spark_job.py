@@ -52,6 +52,8 @@ def test_cli_renders_a_cluster_mode_ingest_job_as_yaml():
         "parquet",
         "--key-field",
         "order_id",
+        "--tag-field",
+        "event_type",
         "--executors",
         "4",
         "--executor-memory",
@@ -97,8 +99,10 @@ def test_cli_renders_a_cluster_mode_ingest_job_as_yaml():
         "s3a://landing/orders/2026-11-21/",
         "--format",
         "parquet",
-        "--key-field",
+        "--key-column",
         "order_id",
+        "--tag-column",
+        "event_type",
     ]
 
 
@@ -126,6 +130,7 @@ def test_json_output_and_no_auth():
         (["--driver-memory", "lots"], "driver_memory must look like 512m or 2g"),
         (["--port", "70000"], "port must be 1..65535"),
         (["--name", "Job!"], "job name 'Job!'"),
+        (["--key-field", "order id"], "key_field 'order id'"),
     ],
 )
 def test_bad_arguments_exit_2_with_a_clear_message_and_print_nothing(args, message):
