@@ -91,17 +91,27 @@ class MsgIdIndexes:
             self._dirty.clear()
 
     def expire_before(self, hour: int) -> int:
-        """Delete the folders of hours older than ``hour``; returns how many."""
+        """Delete hour folders older than ``hour`` that nobody wrote to since; returns how many.
+
+        The folder is named by the hour inside the IDs, which a producer chooses: a folder
+        written recently (a producer with an old clock) stays until its files are old too.
+        """
         removed = 0
+        cutoff_s = (hour + 1) * 3600
         with self._lock:
             cutoff = hour_folder(hour)
-            for key in [k for k in self._files if hour_folder(k[0]) < cutoff]:
-                self._files.pop(key).close()
-                self._dirty.discard(key)
             for name in os.listdir(self.root):
-                if len(name) == 10 and name.isdigit() and name < cutoff:
-                    shutil.rmtree(os.path.join(self.root, name), ignore_errors=True)
-                    removed += 1
+                if not (len(name) == 10 and name.isdigit() and name < cutoff):
+                    continue
+                folder = os.path.join(self.root, name)
+                files = [os.path.join(folder, f) for f in os.listdir(folder)]
+                if any(os.path.getmtime(f) >= cutoff_s for f in files):
+                    continue
+                for key in [k for k in self._files if hour_folder(k[0]) == name]:
+                    self._files.pop(key).close()
+                    self._dirty.discard(key)
+                shutil.rmtree(folder, ignore_errors=True)
+                removed += 1
         return removed
 
     def close(self) -> None:

@@ -546,7 +546,9 @@ class Store:
             first_seq = self.msgids.assign(topic, hour, self.node_ip, assigned)
             prefix = f"{topic}-{self.node_iphex}-{hour}-"
             if not given:
-                ids_b = list(map((prefix.encode() + b"%d").__mod__, range(first_seq, first_seq + n)))
+                ids_b = list(
+                    map((prefix.encode() + b"%d").__mod__, range(first_seq, first_seq + n))
+                )
                 ids = list(map(bytes.decode, ids_b))
             else:
                 seqs = map(str, range(first_seq, first_seq + assigned))

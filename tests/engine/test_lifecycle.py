@@ -186,3 +186,46 @@ def test_message_ids_from_many_ips(tmp_path):
         assert files == ["app.svc"]
     finally:
         s.close()
+
+
+def test_background_worker_compacts_and_uploads(tmp_path):
+    cfg = small_config(
+        tmp_path / "d", lifecycle_interval_s=0.05, compact_after_s=0, upload_after_s=0
+    )
+    s = Store.open(cfg)
+    try:
+        s.create_topic(TopicConfig("t", 1))
+        res = _fill(s, 30)
+        s.seal_active()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            states = {f.state for f in s.list_files()}
+            if states <= {"uploaded", "unsealed"}:
+                break
+            time.sleep(0.05)
+        assert {f.state for f in s.list_files()} <= {"uploaded", "unsealed"}
+        assert s.get_message(res[3].msg_id).value == b"0-3-" * 10
+        assert s.stats()["uploaded_files"] >= 2
+    finally:
+        s.close()
+
+
+def test_config_from_env(monkeypatch, tmp_path):
+    from storage_node.store import StoreConfig
+
+    monkeypatch.setenv("MSGSTORE_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("MSGSTORE_FLUSH_MODE", "async")
+    monkeypatch.setenv("MSGSTORE_SEGMENT_BYTES", "12345")
+    monkeypatch.setenv("MSGSTORE_COMPACT_AFTER_S", "1.5")
+    monkeypatch.setenv("MSGSTORE_OBJECT_STORE_URL", "s3://bucket/prefix")
+    cfg = StoreConfig.from_env()
+    assert (cfg.data_dir, cfg.flush_mode, cfg.segment_bytes, cfg.compact_after_s) == (
+        str(tmp_path),
+        "async",
+        12345,
+        1.5,
+    )
+    assert cfg.object_store_url == "s3://bucket/prefix"
+    monkeypatch.setenv("MSGSTORE_FLUSH_MODE", "sometimes")
+    with pytest.raises(InvalidArgument):
+        StoreConfig.from_env()
