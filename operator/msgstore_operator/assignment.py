@@ -15,7 +15,7 @@ Everything here is pure and deterministic: the same inputs give the same table.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from .spec import TopicSpec
 
@@ -99,10 +99,10 @@ def effective_replicas(
     return desired, {}
 
 
-def describe_blockers(blockers: Mapping[int, int], pod_name_of: object) -> str:
+def describe_blockers(blockers: Mapping[int, int], pod_name_of: Callable[[int], str]) -> str:
     """A sentence a user understands, e.g. 'node demo-3 owns 2 partitions'."""
     parts = []
     for node, count in sorted(blockers.items()):
-        name = pod_name_of(node) if callable(pod_name_of) else str(node)
+        name = pod_name_of(node)
         parts.append(f"node {name} owns {count} partition{'s' if count != 1 else ''}")
     return "; ".join(parts)

@@ -32,7 +32,7 @@ import kubernetes
 import urllib3
 from kubernetes.client.rest import ApiException
 
-from . import GROUP, PLURAL, VERSION
+from . import API_VERSION, GROUP, KIND, PLURAL, VERSION
 from .kube import Kube
 from .reconcile import NotYet, Outcome, SpecProblem, reconcile
 from .status import changed_fields
@@ -46,9 +46,12 @@ log = logging.getLogger("msgstore_operator")
 _kube: Kube | None = None
 _kube_lock = threading.Lock()
 _last_success: dict[str, str] = {}
-# Latest body of every MessageStore seen by the watch, for the status loop.
-_stores: dict[tuple[str, str], dict[str, Any]] = {}
+# Every MessageStore seen by the watch (namespace, name), for the status loop.
+_stores: set[tuple[str, str]] = set()
 _loop_task: asyncio.Task[None] | None = None
+# One pass at a time per store: the handlers and the status loop never interleave, and each
+# pass reads the store afresh under the lock, so a pass never applies a superseded spec.
+_pass_locks: dict[tuple[str, str], threading.Lock] = {}
 
 
 def kube() -> Kube:
@@ -76,8 +79,27 @@ class Retry(Exception):
         self.delay = delay
 
 
-def run_pass(body: Mapping[str, Any]) -> Outcome:
-    """One reconcile pass; posts its events. Raises SpecProblem or Retry on failure."""
+def _pass_lock(namespace: str, name: str) -> threading.Lock:
+    with _kube_lock:
+        return _pass_locks.setdefault((namespace, name), threading.Lock())
+
+
+def run_pass(namespace: str, name: str) -> tuple[dict[str, Any], Outcome] | None:
+    """One reconcile pass on the store as it is now (None if it is gone or being deleted).
+
+    Posts its events; raises SpecProblem or Retry on failure.
+    """
+    with _pass_lock(namespace, name):
+        try:
+            body = kube().get(API_VERSION, KIND, namespace, name)
+        except (ApiException, urllib3.exceptions.HTTPError) as exc:
+            raise Retry(f"cannot read the MessageStore: {exc}", 5) from exc
+        if body is None or body["metadata"].get("deletionTimestamp"):
+            return None
+        return body, _reconcile_body(body)
+
+
+def _reconcile_body(body: dict[str, Any]) -> Outcome:
     k = kube()
     try:
         outcome = reconcile(k, body, CLUSTER_DOMAIN, now_text(), DEFAULT_IMAGES)
@@ -143,52 +165,56 @@ async def stop_loop(**_: Any) -> None:
 def reconcile_handler(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
     """Bring the children in line with the spec (only what changed is sent)."""
     try:
-        outcome = run_pass(body)
+        result = run_pass(body.metadata.namespace, body.metadata.name)
     except SpecProblem as exc:
         raise kopf.PermanentError(str(exc)) from exc
     except Retry as exc:
         raise kopf.TemporaryError(str(exc), delay=exc.delay) from exc
-    for key, value in changed_fields(body.get("status") or {}, outcome.status).items():
-        patch.status[key] = value
+    if result is not None:
+        fresh, outcome = result
+        for key, value in changed_fields(fresh.get("status") or {}, outcome.status).items():
+            patch.status[key] = value
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
 def track(event: Mapping[str, Any], **_: Any) -> None:
-    """Remember the latest body of every store for the status loop (no finalizer needed)."""
+    """Remember every store for the status loop (an event handler needs no finalizer)."""
     obj = event.get("object") or {}
     meta = obj.get("metadata") or {}
     key = (meta.get("namespace", ""), meta.get("name", ""))
     if event.get("type") == "DELETED" or meta.get("deletionTimestamp"):
-        _stores.pop(key, None)
+        _stores.discard(key)
     else:
-        _stores[key] = obj
+        _stores.add(key)
 
 
-def refresh_one(body: Mapping[str, Any]) -> None:
+def refresh_one(namespace: str, name: str) -> None:
     """One status-loop pass for one store: reconcile, then patch only changed status."""
-    meta = body["metadata"]
     try:
-        outcome = run_pass(body)
+        result = run_pass(namespace, name)
     except (SpecProblem, Retry) as exc:
-        log.warning("%s/%s: %s", meta["namespace"], meta["name"], exc)
+        log.warning("%s/%s: %s", namespace, name, exc)
         return
+    if result is None:
+        return
+    body, outcome = result
     fields = changed_fields(body.get("status") or {}, outcome.status)
     if fields:
         try:
-            kube().patch_status(meta["namespace"], meta["name"], fields)
+            kube().patch_status(namespace, name, fields)
         except ApiException as exc:
             if exc.status != 404:  # deleted meanwhile: nothing to report
-                log.warning("%s/%s: status patch failed: %s", meta["namespace"], meta["name"], exc)
+                log.warning("%s/%s: status patch failed: %s", namespace, name, exc)
 
 
 async def status_loop() -> None:
     """Every INTERVAL_S: refresh every known store (one at a time, in a worker thread)."""
     while True:
         await asyncio.sleep(INTERVAL_S)
-        stores = list(_stores.values())
-        for body in stores:
+        stores = list(_stores)
+        for namespace, name in stores:
             try:
-                await asyncio.to_thread(refresh_one, body)
+                await asyncio.to_thread(refresh_one, namespace, name)
             except Exception:  # keep the loop alive whatever one store does
                 log.exception("status refresh failed")
         log.info("status refreshed for %d MessageStores", len(stores))

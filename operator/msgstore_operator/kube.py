@@ -31,6 +31,7 @@ PLURALS: dict[tuple[str, str], str] = {
     ("batch/v1", "CronJob"): "cronjobs",
     ("rbac.authorization.k8s.io/v1", "Role"): "roles",
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "rolebindings",
+    ("msgstore.io/v1alpha1", "MessageStore"): "messagestores",
 }
 
 
