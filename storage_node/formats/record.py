@@ -2,7 +2,7 @@
 
 A record is self-describing so every index can be rebuilt from the log alone::
 
-    u32 length (whole record)  u32 crc32 (of every byte after this field)
+    u32 length (whole record)  u32 crc32 (of the whole record, this field counted as zeros)
     u8 magic  u8 flags  u8 topic_len  u16 partition  u64 queue_offset
     i64 born_ms  i64 store_ms  u16 key_len  u16 tag_len  u8 msg_id_len  u32 value_len
     [flags & PRODUCER: u8 producer_len, producer, u64 sequence]
@@ -94,7 +94,8 @@ def encode_batch(
 
     Headers are built as one numpy array, the buffer with a single ``join`` (one copy of
     the values), and the CRCs are computed over the final buffer and patched in, so the
-    per-message Python work is a slice and a ``crc32`` call.
+    per-message Python work is one slice. CRCs are chained over the record's pieces with
+    C-level ``map`` calls (the CRC field counts as zeros), then patched into the buffer.
     """
     n = len(values)
     mid = topic
@@ -148,24 +149,28 @@ def encode_batch(
     heads = [head[i : i + step] for i in range(0, n * step, step)]
     columns[0] = heads
     columns += [msg_ids, values]
+    crc32 = zlib.crc32
+    chained = map(crc32, heads)
+    for column in columns[1:]:
+        chained = map(crc32, column, chained)
+    crcs = np.fromiter(chained, dtype="<u4", count=n)
     buf = bytearray().join(chain.from_iterable(zip(*columns, strict=True)))
     starts = np.zeros(n, dtype=np.int64)
     np.cumsum(size[:-1], out=starts[1:])
-    view = memoryview(buf)
-    crc32 = zlib.crc32
-    crcs = np.fromiter(
-        (
-            crc32(view[a:b])
-            for a, b in zip((starts + 8).tolist(), (starts + size).tolist(), strict=True)
-        ),
-        dtype="<u4",
-        count=n,
-    )
-    view.release()
     raw = np.frombuffer(buf, dtype=np.uint8)
     raw[(starts[:, None] + np.arange(4, 8)).ravel()] = crcs.view(np.uint8)
     del raw
     return buf, size
+
+
+_ZERO_CRC = bytes(4)
+
+
+def record_crc(view: bytes | memoryview, off: int, size: int) -> int:
+    """CRC of the record at ``off`` with its CRC field counted as zeros."""
+    return zlib.crc32(
+        view[off + 8 : off + size], zlib.crc32(_ZERO_CRC, zlib.crc32(view[off : off + 4]))
+    )
 
 
 def record_size_at(buf: bytes | memoryview, off: int) -> int:
@@ -182,7 +187,7 @@ def check_record(buf: bytes | memoryview, off: int, available: int) -> int:
         return -1
     if buf[off + 8] != MAGIC:
         return -1
-    if zlib.crc32(memoryview(buf)[off + 8 : off + size]) != crc:
+    if record_crc(memoryview(buf), off, size) != crc:
         return -1
     return size
 
@@ -195,7 +200,7 @@ def decode_record(buf: bytes | memoryview, off: int = 0, where: str = "") -> Rec
     size, crc = PREFIX.unpack_from(view, off)
     if size < HEADER_SIZE or off + size > len(view):
         raise CorruptData(f"bad record length {size} {where}".strip())
-    if zlib.crc32(view[off + 8 : off + size]) != crc:
+    if record_crc(view, off, size) != crc:
         raise CorruptData(f"record checksum mismatch {where}".strip())
     (magic, flags, tlen, part, qoff, born, stored, klen, taglen, idlen, vlen) = (
         BODY_HEADER.unpack_from(view, off + 8)
