@@ -35,7 +35,7 @@ from kubernetes.client.rest import ApiException
 from . import API_VERSION, GROUP, KIND, PLURAL, VERSION
 from .kube import Kube
 from .reconcile import NotYet, Outcome, SpecProblem, reconcile
-from .status import changed_fields
+from .status import DEGRADED, changed_fields, set_condition
 
 INTERVAL_S = float(os.environ.get("MSGSTORE_OPERATOR_INTERVAL_S", "10"))
 CLUSTER_DOMAIN = os.environ.get("MSGSTORE_OPERATOR_CLUSTER_DOMAIN", "cluster.local")
@@ -52,6 +52,7 @@ _loop_task: asyncio.Task[None] | None = None
 # One pass at a time per store: the handlers and the status loop never interleave, and each
 # pass reads the store afresh under the lock, so a pass never applies a superseded spec.
 _pass_locks: dict[tuple[str, str], threading.Lock] = {}
+_last_warning: dict[tuple[str, str], tuple[str, str]] = {}
 
 
 def kube() -> Kube:
@@ -104,17 +105,18 @@ def _reconcile_body(body: dict[str, Any]) -> Outcome:
     try:
         outcome = reconcile(k, body, CLUSTER_DOMAIN, now_text(), DEFAULT_IMAGES)
     except SpecProblem as exc:
-        _event(body, "Warning", "InvalidSpec", str(exc))
+        _warn(body, "InvalidSpec", str(exc))
+        _report_degraded(body, "InvalidSpec", str(exc))
         raise
     except NotYet as exc:
-        _event(body, "Warning", "Waiting", str(exc))
+        _warn(body, "Waiting", str(exc))
         raise Retry(str(exc), 15) from exc
     except ApiException as exc:
         if exc.status in (400, 403, 422):
             message = (
                 f"the API server refused a child object: {exc.status} {exc.reason}: {exc.body}"
             )
-            _event(body, "Warning", "ApplyFailed", message)
+            _warn(body, "ApplyFailed", message)
             raise Retry(message, 30) from exc
         raise Retry(f"API error {exc.status} {exc.reason}", 5) from exc
     except urllib3.exceptions.HTTPError as exc:
@@ -123,9 +125,33 @@ def _reconcile_body(body: dict[str, Any]) -> Outcome:
         _event(body, "Warning" if kind == "warning" else "Normal", reason, message)
     meta = body["metadata"]
     _last_success[f"{meta['namespace']}/{meta['name']}"] = now_text()
+    _last_warning.pop((meta["namespace"], meta["name"]), None)
     if outcome.changed:
         log.info("%s/%s applied: %s", meta["namespace"], meta["name"], ", ".join(outcome.changed))
     return outcome
+
+
+def _warn(body: Mapping[str, Any], reason: str, message: str) -> None:
+    """A Warning event, once per distinct problem (passes repeat every few seconds)."""
+    key = (body["metadata"]["namespace"], body["metadata"]["name"])
+    if _last_warning.get(key) != (reason, message):
+        _last_warning[key] = (reason, message)
+        _event(body, "Warning", reason, message)
+
+
+def _report_degraded(body: Mapping[str, Any], reason: str, message: str) -> None:
+    """Say in status why nothing can be applied (the pass stopped before computing it)."""
+    meta = body["metadata"]
+    old = body.get("status") or {}
+    conditions = set_condition(
+        old.get("conditions") or [], DEGRADED, True, reason, message, now_text()
+    )
+    fields = changed_fields(old, {"phase": "Degraded", "conditions": conditions})
+    if fields:
+        try:
+            kube().patch_status(meta["namespace"], meta["name"], fields)
+        except (ApiException, urllib3.exceptions.HTTPError) as exc:
+            log.warning("%s/%s: status patch failed: %s", meta["namespace"], meta["name"], exc)
 
 
 def _event(body: Mapping[str, Any], event_type: str, reason: str, message: str) -> None:

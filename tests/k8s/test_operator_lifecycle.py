@@ -339,3 +339,37 @@ def test_unschedulable_pods_show_degraded(k8s_cluster, ns, operator):
     assert ms["status"]["phase"] == "Degraded" and ms["status"]["readyReplicas"] == 0
     assert "cannot be scheduled" in condition(ms, "Degraded")["message"]
     assert condition(ms, "Ready")["status"] == "False"
+
+
+def test_corrupt_routing_table_is_reported_and_nothing_changes(k8s_cluster, ns, operator):
+    """The operator never guesses owners of existing data: it stops and says why."""
+    manifest = new_store(k8s_cluster, ns, "broken")
+    wait_ready(k8s_cluster, ns, "broken", 3)
+    k8s_cluster.run_kubectl(
+        "patch",
+        "configmap",
+        "broken-routing",
+        "-n",
+        ns,
+        "--type=merge",
+        "-p",
+        json.dumps({"data": {"routing.json": '{"format": 1, "generation": "x"}'}}),
+    )
+    sts_before = get(k8s_cluster, ns, "statefulset", "broken")
+    updated = copy.deepcopy(manifest)
+    updated["spec"]["replicas"] = 4
+    apply_json(k8s_cluster, ns, updated)
+
+    def degraded():
+        ms = get(k8s_cluster, ns, "ms", "broken")
+        return ms if condition(ms, "Degraded").get("reason") == "InvalidSpec" else None
+
+    ms = wait_for(degraded, "condition Degraded with reason InvalidSpec")
+    message = condition(ms, "Degraded")["message"]
+    assert "routing table in ConfigMap broken-routing is invalid" in message
+    assert ms["status"]["phase"] == "Degraded"
+    warnings = [m for reason, m in events(k8s_cluster, ns, "broken") if reason == "InvalidSpec"]
+    assert warnings == [message]  # reported once, not on every pass
+    sts_after = get(k8s_cluster, ns, "statefulset", "broken")
+    assert sts_after["spec"]["replicas"] == 3
+    assert sts_after["metadata"]["generation"] == sts_before["metadata"]["generation"]
