@@ -43,7 +43,8 @@ class QueueIndex:
                 size = os.path.getsize(self._path(starts[-1]))
                 next_offset = starts[-1] + size // ENTRY_SIZE
         self.next_offset = next_offset
-        self.first_offset = starts[0] if starts else 0
+        # no files left (all expired): the partition is empty from next_offset on
+        self.first_offset = min(starts[0], next_offset) if starts else next_offset
         self.truncate(next_offset)
 
     def _path(self, start: int) -> str:

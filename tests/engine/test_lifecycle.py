@@ -229,3 +229,51 @@ def test_config_from_env(monkeypatch, tmp_path):
     monkeypatch.setenv("MSGSTORE_FLUSH_MODE", "sometimes")
     with pytest.raises(InvalidArgument):
         StoreConfig.from_env()
+
+
+def test_restart_after_everything_expired(tmp_path):
+    cfg = small_config(tmp_path / "d")
+    s = Store.open(cfg)
+    s.create_topic(TopicConfig("t", 2))
+    _fill(s, 20)
+    s.seal_active()
+    s.run_lifecycle_once(now_ms=int(time.time() * 1000) + 200 * 3_600_000)
+    offsets = s.partition_offsets("t")
+    s.close()
+    s = Store.open(cfg)
+    try:
+        assert s.partition_offsets("t") == offsets
+        r = s.append("t", [MessageIn(b"new", partition=1)])
+        assert r[0].offset == offsets[1][1]
+        assert s.read("t", 1, r[0].offset).messages[0].value == b"new"
+    finally:
+        s.close()
+
+
+def test_uncompressed_topics_keep_blocks_stored(tmp_path):
+    s = Store.open(small_config(tmp_path / "d"))
+    try:
+        s.create_topic(TopicConfig("raw", 1, compression="none"))
+        res = s.append("raw", [MessageIn(b"z" * 500, key="k") for _ in range(300)])
+        rep = s.compact_now()
+        assert rep["segments"] >= 1 and rep["bytes_after"] >= rep["bytes_before"] * 0.9
+        assert s.get_message(res[-1].msg_id).value == b"z" * 500
+    finally:
+        s.close()
+
+
+def test_partitions_allowed(tmp_path):
+    from storage_node.errors import NotOwner
+
+    s = Store.open(small_config(tmp_path / "d"))
+    try:
+        s.create_topic(TopicConfig("t", 4))
+        res = s.append("t", [MessageIn(b"a"), MessageIn(b"b")], partitions_allowed=[2])
+        assert {r.partition for r in res} == {2}
+        with pytest.raises(NotOwner):
+            s.append("t", [MessageIn(b"a", partition=1)], partitions_allowed=[2, 3])
+        with pytest.raises(NotOwner):
+            s.append("t", [MessageIn(b"a")], partitions_allowed=[])
+        assert s.partition_offsets("t") == [(0, 0), (0, 0), (0, 2), (0, 0)]
+    finally:
+        s.close()
