@@ -192,7 +192,9 @@ def check_record(buf: bytes | memoryview, off: int, available: int) -> int:
     return size
 
 
-def decode_record(buf: bytes | memoryview, off: int = 0, where: str = "") -> Record:
+def decode_record(
+    buf: bytes | memoryview, off: int = 0, where: str = "", with_value: bool = True
+) -> Record:
     """Decode and CRC-check the record at ``off``; CorruptData if it fails."""
     view = memoryview(buf)
     if len(view) - off < HEADER_SIZE:
@@ -223,7 +225,7 @@ def decode_record(buf: bytes | memoryview, off: int = 0, where: str = "") -> Rec
     p += taglen
     msg_id = bytes(view[p : p + idlen]).decode()
     p += idlen
-    value = bytes(view[p : p + vlen])
+    value = bytes(view[p : p + vlen]) if with_value else b""
     if p + vlen != off + size:
         raise CorruptData(f"record fields do not add up {where}".strip())
     return Record(
