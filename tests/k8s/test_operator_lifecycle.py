@@ -269,7 +269,18 @@ def test_operator_restart_resumes_without_redoing_work(k8s_cluster, ns, operator
     ]
 
     def versions():
-        return {k: get(k8s_cluster, ns, *k)["metadata"]["resourceVersion"] for k in kinds}
+        """What the operator writes: the object itself (its generation where controllers
+        also write status, else its resourceVersion) and the time of its last apply."""
+        result = {}
+        for k in kinds:
+            meta = get(k8s_cluster, ns, *k)["metadata"]
+            ours = [
+                f.get("time")
+                for f in meta.get("managedFields") or []
+                if f.get("manager") == "msgstore-operator"
+            ]
+            result[k] = (meta.get("generation") or meta["resourceVersion"], ours)
+        return result
 
     before = versions()
     token_before = get(k8s_cluster, ns, "secret", "steady-token")["data"]["token"]
