@@ -19,6 +19,7 @@ from storage_node.backend.files import ensure_dir
 from storage_node.backend.objectstore import ObjectStore
 from storage_node.formats.key_index import KeyIndexFile
 from storage_node.formats.key_index_compacted import CompactedKeyIndex
+from storage_node.store.pinned import pinned_reader
 
 KeyIndexHandle = KeyIndexFile | CompactedKeyIndex
 
@@ -89,7 +90,7 @@ class KeyIndexSet:
             manifest = json.loads(fh.read())
         key = manifest["object_key"]
         return CompactedKeyIndex(
-            int(manifest["stored_size"]), lambda o, n: objects.get_range(key, o, n)
+            int(manifest["stored_size"]), pinned_reader(manifest, objects, key)
         )
 
     def add(self, hashes: np.ndarray, positions: np.ndarray, store_ms: int) -> list[str]:

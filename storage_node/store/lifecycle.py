@@ -25,6 +25,7 @@ from storage_node.formats.key_index_compacted import (
 from storage_node.formats.msgid import MS_PER_HOUR
 from storage_node.formats.segment import parse_segment_name, segment_name
 from storage_node.store.keyindex import is_index_name
+from storage_node.store.pinned import pinned_ranges
 from storage_node.store.recovery import adjust_first_offset
 from storage_node.store.segments import BlockSegment, RawSegment
 from storage_node.store.types import FileInfo
@@ -244,6 +245,8 @@ def upload_file(store: Store, info: FileInfo) -> None:
         "name": info.name,
         "begin_ms": info.begin_ms,
         "end_ms": info.end_ms,
+        # what opening the file reads, so a restart needs no object-store access
+        "pinned": pinned_ranges(info.kind, src),
     }
     mpath = os.path.join(dirs["uploaded"], info.name)
     atomic_write(mpath, json.dumps(manifest, sort_keys=True).encode())

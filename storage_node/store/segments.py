@@ -17,6 +17,7 @@ from storage_node.backend.objectstore import ObjectStore
 from storage_node.errors import CorruptData
 from storage_node.formats.compressed import CompressedSegmentReader
 from storage_node.formats.record import PREFIX
+from storage_node.store.pinned import pinned_reader
 
 READ_AHEAD = 4096
 
@@ -96,7 +97,7 @@ class BlockSegment:
             manifest = json.loads(fh.read())
         key = manifest["object_key"]
         reader = CompressedSegmentReader(
-            int(manifest["stored_size"]), lambda o, n: objects.get_range(key, o, n)
+            int(manifest["stored_size"]), pinned_reader(manifest, objects, key)
         )
         return cls(start, "uploaded", reader, key)
 

@@ -211,3 +211,27 @@ def _now_ms() -> int:
     import time
 
     return int(time.time() * 1000)
+
+
+def test_restart_during_an_outage_opens_and_serves_what_is_local(s3_env, tmp_path):
+    """Uploaded files open from their manifests; only their message bytes need the bucket."""
+    store, _ = open_with_data(tmp_path)
+    store.run_lifecycle_once(now_ms=_now_ms() + HOUR_MS + 60_000)
+    uploaded = states(store)
+    store.close()
+
+    s3_env.stop()
+    store = Store.open(config(tmp_path / "node"))
+    try:
+        assert states(store) == uploaded
+        ends = [end for _first, end in store.partition_offsets(TOPIC)]
+        write(store, 600, 100)  # new messages land locally and are readable
+        for partition, end in enumerate(ends):
+            got = store.read(TOPIC, partition, end, max_messages=500)
+            assert got.messages and all(int(m.key[6:]) >= 600 for m in got.messages)
+        with pytest.raises(Unavailable):  # old bytes live in the unreachable bucket
+            store.read(TOPIC, 0, 0, max_messages=5)
+        s3_env.start()
+        assert len(everything(store)) == 700
+    finally:
+        store.close()
