@@ -191,11 +191,6 @@ def test_sigkill_at_random_moments_loses_nothing_acknowledged(crashed) -> None:
         store.close()
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="engine: recovery keeps every whole record, so a batch cut by the kill (e.g. one "
-    "split across a segment boundary) survives in part; batches need an end marker",
-)
 def test_sigkill_leaves_no_half_batch(crashed) -> None:
     config, _log_dir, about = crashed
     store = Store.open(config)

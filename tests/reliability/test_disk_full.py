@@ -105,11 +105,6 @@ def test_file_size_limit_raises_disk_full_and_loses_nothing(tmp_path: Path) -> N
     check_outcome(*run_rlimit_writer(tmp_path))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine: a failed commit-log write stops the flusher for good; the store needs a "
-    "restart before it accepts appends again (see the report)",
-)
 def test_appends_resume_once_there_is_room_again(tmp_path: Path) -> None:
     assert_writes_again(check_outcome(*run_rlimit_writer(tmp_path)))
 
