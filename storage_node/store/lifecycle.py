@@ -15,7 +15,7 @@ import zlib
 from typing import TYPE_CHECKING
 
 from storage_node.backend.files import atomic_write, fsync_dir, remove_file
-from storage_node.errors import CorruptData, InvalidArgument, InvalidName, NotFound
+from storage_node.errors import CorruptData, InvalidArgument, InvalidName, NotFound, Unavailable
 from storage_node.formats.compressed import compact_segment_bytes, verify_compacted_segment
 from storage_node.formats.key_index import KeyIndexFile
 from storage_node.formats.key_index_compacted import (
@@ -313,7 +313,14 @@ def run_lifecycle_once(store: Store, now_ms: int | None = None) -> dict:
             if info.state == "compacted" and _mtime_ms(_local_path(store, info)) <= now - int(
                 cfg.upload_after_s * 1000
             ):
-                upload_file(store, info)
+                try:
+                    upload_file(store, info)
+                except Unavailable as exc:
+                    # The object store is unreachable: the file stays compacted and local and
+                    # is tried again next pass; expiry below still runs.
+                    report["upload_error"] = exc.message
+                    store.counters["upload_failures"] = store.counters.get("upload_failures", 0) + 1
+                    break
                 uploaded += 1
         report["uploaded"] = uploaded
         report["expired"] = expire(store, now)
