@@ -1,0 +1,174 @@
+"""Node server benchmarks: HTTP ingest (binary and JSON batches) and reads, against the
+engine's own in-process append rate measured in the same run.
+
+Prints JSON lines:
+  inprocess_append     msgs_per_s of Store.append with the same batches (the peer)
+  http_ingest_binary   msgs_per_s through one node, application/x-msgstore-batch, ratio_vs_inprocess
+  http_ingest_json     msgs_per_s through one node, JSON bodies, ratio_vs_inprocess
+  http_read            p50_us / p99_us of single-page partition reads over keep-alive HTTP
+
+Usage: python bench/node.py [--quick] [--messages N] [--batch B]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import requests
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from storage_node.server.batch_codec import CONTENT_TYPE, encode_batch  # noqa: E402
+from storage_node.store import MessageIn, Store, StoreConfig, TopicConfig  # noqa: E402
+from tests.conftest import pick_free_port  # noqa: E402
+
+VALUE_BYTES = 100
+
+
+def values(n: int, seed: int) -> list[bytes]:
+    rng = random.Random(seed)
+    alphabet = b"abcdefghijklmnopqrstuvwxyz0123456789"
+    return [bytes(rng.choices(alphabet, k=VALUE_BYTES)) for _ in range(n)]
+
+
+def keys(n: int) -> list[str]:
+    return [f"key-{i % 10_000}" for i in range(n)]
+
+
+def inprocess(messages: int, batch: int, workdir: Path) -> float:
+    data_dir = workdir / "inproc"
+    shutil.rmtree(data_dir, ignore_errors=True)
+    store = Store.open(StoreConfig(data_dir=str(data_dir), lifecycle_interval_s=0))
+    try:
+        store.create_topic(TopicConfig("bench", 4, "none"))
+        vals, ks = values(messages, 1), keys(messages)
+        batches = [
+            [MessageIn(v, k) for v, k in zip(vals[i : i + batch], ks[i : i + batch], strict=True)]
+            for i in range(0, messages, batch)
+        ]
+        started = time.perf_counter()
+        for b in batches:
+            store.append("bench", b)
+        return messages / (time.perf_counter() - started)
+    finally:
+        store.close()
+
+
+class Node:
+    def __init__(self, workdir: Path) -> None:
+        self.dir = workdir / f"node-{time.monotonic_ns()}"
+        self.port = pick_free_port()
+        self.address = f"http://127.0.0.1:{self.port}"
+        env = {**os.environ, "MSGSTORE_LIFECYCLE_INTERVAL_S": "0"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "storage_node.cli", "serve", "--data-dir", str(self.dir),
+             "--port", str(self.port), "--set", "log_level=WARNING"],
+            env=env,
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if requests.get(self.address + "/readyz", timeout=1).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise RuntimeError("node did not start")
+            time.sleep(0.05)
+        requests.post(self.address + "/v1/topics", json={"name": "bench", "partitions": 4, "compression": "none"})
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(30)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def http_ingest(node: Node, messages: int, batch: int, binary: bool) -> float:
+    vals, ks = values(messages, 2), keys(messages)
+    bodies = []
+    for i in range(0, messages, batch):
+        v, k = vals[i : i + batch], ks[i : i + batch]
+        if binary:
+            bodies.append(encode_batch(v, keys=k))
+        else:
+            bodies.append(json.dumps({"messages": [{"value": x.decode(), "key": y} for x, y in zip(v, k, strict=True)]}).encode())
+    ctype = CONTENT_TYPE if binary else "application/json"
+    session = requests.Session()
+    url = node.address + "/v1/topics/bench/messages"
+    started = time.perf_counter()
+    for body in bodies:
+        resp = session.post(url, data=body, headers={"Content-Type": ctype})
+        resp.raise_for_status()
+    return messages / (time.perf_counter() - started)
+
+
+def http_read(node: Node, reads: int) -> tuple[float, float]:
+    session = requests.Session()
+    offsets = requests.get(node.address + "/v1/topics/bench").json()["partition_offsets"]
+    rng = random.Random(3)
+    lat = []
+    for _ in range(reads):
+        p = rng.randrange(len(offsets))
+        off = rng.randrange(max(1, offsets[p]["next_offset"]))
+        started = time.perf_counter()
+        resp = session.get(
+            f"{node.address}/v1/topics/bench/partitions/{p}/messages",
+            params={"offset": off, "max_messages": 10},
+        )
+        lat.append(time.perf_counter() - started)
+        resp.raise_for_status()
+    lat.sort()
+    return lat[len(lat) // 2] * 1e6, lat[int(len(lat) * 0.99)] * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--messages", type=int, default=None)
+    parser.add_argument("--batch", type=int, default=5000)
+    parser.add_argument("--repeats", type=int, default=None)
+    args = parser.parse_args()
+    messages = args.messages or (50_000 if args.quick else 200_000)
+    repeats = args.repeats or (1 if args.quick else 3)
+    workdir = Path(tempfile.mkdtemp(prefix="msgstore-bench-node-"))
+    try:
+        peer = statistics.median(inprocess(messages, args.batch, workdir) for _ in range(repeats))
+        print(json.dumps({"bench": "inprocess_append", "msgs_per_s": round(peer), "messages": messages,
+                          "batch": args.batch, "value_bytes": VALUE_BYTES}), flush=True)
+        for name, binary in (("http_ingest_binary", True), ("http_ingest_json", False)):
+            rates = []
+            for _ in range(repeats):
+                node = Node(workdir)
+                try:
+                    rates.append(http_ingest(node, messages, args.batch, binary))
+                finally:
+                    node.stop()
+            rate = statistics.median(rates)
+            print(json.dumps({"bench": name, "msgs_per_s": round(rate), "ratio_vs_inprocess": round(rate / peer, 3),
+                              "messages": messages, "batch": args.batch, "value_bytes": VALUE_BYTES,
+                              "repeats": repeats}), flush=True)
+        node = Node(workdir)
+        try:
+            http_ingest(node, min(messages, 50_000), args.batch, True)
+            p50, p99 = http_read(node, 500 if args.quick else 2000)
+        finally:
+            node.stop()
+        print(json.dumps({"bench": "http_read", "p50_us": round(p50), "p99_us": round(p99),
+                          "max_messages": 10}), flush=True)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
