@@ -74,6 +74,7 @@ class CommitLog:
         self._active_since = 0.0
         self._flushing: list[Chunk] = []
         self._waiters = 0
+        self._in_flush = False  # one writer at a time: the flusher thread or a leader waiter
         self._closing = False
         self._error: Exception | None = None
         self._write_fd: int | None = None
@@ -192,8 +193,6 @@ class CommitLog:
     def _should_flush_locked(self) -> bool:
         if not self._active:
             return False
-        if self.sync_mode and self._waiters:
-            return True
         return (
             self._closing
             or self._active_count >= self.max_messages
@@ -202,19 +201,30 @@ class CommitLog:
         )
 
     def wait_durable(self, target: int) -> None:
-        """Block until every byte below ``target`` is fsynced (sync acknowledgement)."""
-        with self._cond:
+        """Block until every byte below ``target`` is fsynced (sync acknowledgement).
+
+        A waiter that finds no flush in progress does the flush itself (leader-based group
+        commit): no thread hand-off on the acknowledgement path, and every batch that arrives
+        while the leader fsyncs is taken by the next leader in one write and one fsync.
+        """
+        cond = self._cond
+        with cond:
             if self.durable_end >= target:
                 return
             self._waiters += 1
-            self._cond.notify_all()
             try:
                 while self.durable_end < target:
                     if self._error is not None:
                         raise self._error
-                    if self._thread is None or not self._thread.is_alive():
-                        raise Unavailable("flusher is not running")
-                    self._cond.wait(0.5)
+                    if not self._in_flush and self._active:
+                        batch = self._take_locked()
+                        cond.release()
+                        try:
+                            self._flush_batch(batch)
+                        finally:
+                            cond.acquire()
+                        continue
+                    cond.wait(0.5)
             finally:
                 self._waiters -= 1
 
@@ -231,42 +241,59 @@ class CommitLog:
         self.wait_durable(self.end)
 
     # ---- flusher ---------------------------------------------------------------------
+    def _take_locked(self) -> list[Chunk]:
+        """Swap the buffers: the full one becomes the one being flushed (caller holds cond)."""
+        batch = self._active
+        self._flushing = batch
+        self._active = []
+        self._active_bytes = 0
+        self._active_count = 0
+        self._in_flush = True
+        return batch
+
+    def _flush_batch(self, batch: list[Chunk]) -> bool:
+        """Write + fsync a taken batch outside the lock; False if the write failed."""
+        try:
+            self._write(batch)
+        except OSError as exc:
+            err = (
+                DiskFull(f"commit log write failed: {exc}")
+                if exc.errno in NO_SPACE_ERRNOS
+                else Unavailable(f"commit log write failed: {exc}")
+            )
+            with self._cond:
+                self._error = err
+                self._in_flush = False
+                self._cond.notify_all()
+            return False
+        end = batch[-1].pos + len(batch[-1].data)
+        with self._cond:
+            self.written_end = end
+            self.durable_end = end
+            self._flushing = []
+            self._in_flush = False
+            self.stats["flushes"] += 1
+            self._cond.notify_all()
+        return True
+
     def _flush_loop(self) -> None:
+        """Background flushes: async thresholds, and whatever a closing log still holds."""
         while True:
             with self._cond:
-                while not self._should_flush_locked():
-                    if self._closing and not self._active:
+                while self._in_flush or not self._should_flush_locked():
+                    if self._closing and not self._active and not self._in_flush:
                         return
-                    timeout = None
+                    if self._error is not None:
+                        return
+                    timeout = 0.5
                     if self._active and not self.sync_mode:
                         timeout = max(0.001, self.max_age - (time.monotonic() - self._active_since))
                     elif self._active:
                         timeout = self.max_age
-                    self._cond.wait(timeout if timeout is not None else 0.5)
-                batch = self._active
-                self._flushing = batch
-                self._active = []
-                self._active_bytes = 0
-                self._active_count = 0
-            try:
-                self._write(batch)
-            except OSError as exc:
-                err = (
-                    DiskFull(f"commit log write failed: {exc}")
-                    if exc.errno in NO_SPACE_ERRNOS
-                    else Unavailable(f"commit log write failed: {exc}")
-                )
-                with self._cond:
-                    self._error = err
-                    self._cond.notify_all()
+                    self._cond.wait(timeout)
+                batch = self._take_locked()
+            if not self._flush_batch(batch):
                 return
-            end = batch[-1].pos + len(batch[-1].data)
-            with self._cond:
-                self.written_end = end
-                self.durable_end = end
-                self._flushing = []
-                self.stats["flushes"] += 1
-                self._cond.notify_all()
 
     def _write(self, batch: list[Chunk]) -> None:
         """Write and fsync ``batch``; on failure cut every touched file back to where it was,
