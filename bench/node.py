@@ -72,8 +72,18 @@ class Node:
         self.address = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "MSGSTORE_LIFECYCLE_INTERVAL_S": "0"}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "storage_node.cli", "serve", "--data-dir", str(self.dir),
-             "--port", str(self.port), "--set", "log_level=WARNING"],
+            [
+                sys.executable,
+                "-m",
+                "storage_node.cli",
+                "serve",
+                "--data-dir",
+                str(self.dir),
+                "--port",
+                str(self.port),
+                "--set",
+                "log_level=WARNING",
+            ],
             env=env,
         )
         deadline = time.monotonic() + 60
@@ -86,7 +96,10 @@ class Node:
             if time.monotonic() > deadline or self.proc.poll() is not None:
                 raise RuntimeError("node did not start")
             time.sleep(0.05)
-        requests.post(self.address + "/v1/topics", json={"name": "bench", "partitions": 4, "compression": "none"})
+        requests.post(
+            self.address + "/v1/topics",
+            json={"name": "bench", "partitions": 4, "compression": "none"},
+        )
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -102,7 +115,15 @@ def http_ingest(node: Node, messages: int, batch: int, binary: bool) -> float:
         if binary:
             bodies.append(encode_batch(v, keys=k))
         else:
-            bodies.append(json.dumps({"messages": [{"value": x.decode(), "key": y} for x, y in zip(v, k, strict=True)]}).encode())
+            bodies.append(
+                json.dumps(
+                    {
+                        "messages": [
+                            {"value": x.decode(), "key": y} for x, y in zip(v, k, strict=True)
+                        ]
+                    }
+                ).encode()
+            )
     ctype = CONTENT_TYPE if binary else "application/json"
     session = requests.Session()
     url = node.address + "/v1/topics/bench/messages"
@@ -144,8 +165,18 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="msgstore-bench-node-"))
     try:
         peer = statistics.median(inprocess(messages, args.batch, workdir) for _ in range(repeats))
-        print(json.dumps({"bench": "inprocess_append", "msgs_per_s": round(peer), "messages": messages,
-                          "batch": args.batch, "value_bytes": VALUE_BYTES}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "bench": "inprocess_append",
+                    "msgs_per_s": round(peer),
+                    "messages": messages,
+                    "batch": args.batch,
+                    "value_bytes": VALUE_BYTES,
+                }
+            ),
+            flush=True,
+        )
         for name, binary in (("http_ingest_binary", True), ("http_ingest_json", False)):
             rates = []
             for _ in range(repeats):
@@ -155,17 +186,37 @@ def main() -> None:
                 finally:
                     node.stop()
             rate = statistics.median(rates)
-            print(json.dumps({"bench": name, "msgs_per_s": round(rate), "ratio_vs_inprocess": round(rate / peer, 3),
-                              "messages": messages, "batch": args.batch, "value_bytes": VALUE_BYTES,
-                              "repeats": repeats}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "bench": name,
+                        "msgs_per_s": round(rate),
+                        "ratio_vs_inprocess": round(rate / peer, 3),
+                        "messages": messages,
+                        "batch": args.batch,
+                        "value_bytes": VALUE_BYTES,
+                        "repeats": repeats,
+                    }
+                ),
+                flush=True,
+            )
         node = Node(workdir)
         try:
             http_ingest(node, min(messages, 50_000), args.batch, True)
             p50, p99 = http_read(node, 500 if args.quick else 2000)
         finally:
             node.stop()
-        print(json.dumps({"bench": "http_read", "p50_us": round(p50), "p99_us": round(p99),
-                          "max_messages": 10}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "bench": "http_read",
+                    "p50_us": round(p50),
+                    "p99_us": round(p99),
+                    "max_messages": 10,
+                }
+            ),
+            flush=True,
+        )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

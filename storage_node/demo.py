@@ -36,8 +36,15 @@ def say(text: str) -> None:
 
 
 def show(title: str, doc: Any) -> None:
+    """Lists print one compact JSON line per item; anything else as indented JSON."""
     say(f"\n== {title}")
-    say(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
+    if isinstance(doc, list):
+        for item in doc:
+            say("  " + json.dumps(item, sort_keys=True, ensure_ascii=False))
+        if not doc:
+            say("  (none)")
+    else:
+        say(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
 
 
 def sample_path(rows: int) -> Path:
@@ -120,11 +127,20 @@ def example_queries(cluster: LocalCluster, topic: str) -> None:
         )
         msg_id = history["messages"][-1]["msg_id"]
         show(f"by message ID: {msg_id}", brief(client.get_message(msg_id)))
-        middle = page["messages"][0]["store_timestamp"]
-        window = client.read(topic, 1, start_time=middle, end_time=middle + 20, max_messages=5)
+        begin = page["messages"][0]["store_timestamp"]
+        end = begin + 500
+        in_window: list[dict[str, Any]] = []
+        counts = []
+        for part in info["partition_offsets"]:
+            found = client.read(
+                topic, part["partition"], start_time=begin, end_time=end, max_messages=10_000
+            )["messages"]
+            counts.append(f"p{part['partition']}: {len(found)}")
+            in_window.extend(found[:1])
         show(
-            f"by time range: partition 1, stored in [{middle}, {middle + 20}] ms",
-            [brief(m) for m in window["messages"]],
+            f"by time range: stored in [{begin}, {end}] ms — per partition {', '.join(counts)}; "
+            "the first of each",
+            [brief(m) for m in in_window],
         )
         shipped = client.read(topic, 2, offset=0, max_messages=2, tag="shipped")
         show(

@@ -35,7 +35,14 @@ def test_cli_round_trip(tmp_path):
         assert "orders\tpartitions=4" in msgstore("topic", "list", *ep).stdout
         lines = "".join(json.dumps({"order_id": f"o{i % 3}", "n": i}) + "\n" for i in range(30))
         produced = msgstore(
-            "produce", "orders", "--key-field", "order_id", "--print-results", "--quiet", *ep, stdin=lines
+            "produce",
+            "orders",
+            "--key-field",
+            "order_id",
+            "--print-results",
+            "--quiet",
+            *ep,
+            stdin=lines,
         )
         results = [json.loads(line) for line in produced.stdout.splitlines()]
         assert len(results) == 30 and "produced 30" in produced.stderr
