@@ -245,6 +245,7 @@ def _apply(store: Store, batch: list) -> None:
     """Index replayed records (in log order) exactly as the append path would have."""
     queued: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {}
     keys: list[tuple[int, int, int]] = []
+    ids: dict[tuple[int, str, int], list[tuple[int, int]]] = {}
     for pos, rec in batch:
         if rec.topic not in store.topics.topics:
             continue
@@ -259,7 +260,8 @@ def _apply(store: Store, batch: list) -> None:
         if rec.key is not None:
             keys.append((key_hash(rec.topic, rec.key), pos, rec.store_ms))
         try:
-            store.msgids.put(parse_msg_id(rec.msg_id), pos)
+            mid = parse_msg_id(rec.msg_id)
+            ids.setdefault((mid.hour, mid.app, mid.ip), []).append((mid.seq, pos))
         except Exception:  # an ID that no longer parses is simply not indexed
             pass
         if rec.producer_id is not None:
@@ -280,6 +282,12 @@ def _apply(store: Store, batch: list) -> None:
             entries.append((pos, size, th))
         if entries:
             q.append(np.array(entries, dtype=ENTRY_DTYPE))
+    for (hour, app, ip), rows in ids.items():  # runs of consecutive numbers: one write each
+        seqs = np.array([r[0] for r in rows], dtype=np.int64)
+        positions = np.array([r[1] for r in rows], dtype=np.uint64)
+        cuts = np.flatnonzero(np.diff(seqs) != 1) + 1
+        for a, b in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(seqs)].tolist(), strict=True):
+            store.msgids.put_run(app, hour, ip, int(seqs[a]), positions[a:b])
     i = 0
     while i < len(keys):
         j = i
