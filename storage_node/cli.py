@@ -335,7 +335,14 @@ def register_data(sub: Any, parent: argparse.ArgumentParser) -> None:
         s.set_defaults(func=func)
 
 
-def build_parser() -> argparse.ArgumentParser:
+CORE_COMMANDS = frozenset(
+    {"serve", "local", "topic", "produce", "consume", "get", "query", "cluster", "files", "compact"}
+)
+
+
+def build_parser(with_providers: bool = True) -> argparse.ArgumentParser:
+    """The full parser; ``with_providers=False`` skips the optional subcommand packages (they
+    may import heavy libraries, which a node process or a core command should not pay for)."""
     parser = argparse.ArgumentParser(prog="msgstore", description="msgstore message store")
     sub = parser.add_subparsers(dest="command", required=True)
     parent = _connection_parent()
@@ -343,7 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_local(sub)
     register_topic(sub, parent)
     register_data(sub, parent)
-    for provider in SUBCOMMAND_PROVIDERS:
+    for provider in SUBCOMMAND_PROVIDERS if with_providers else []:
         module_name, _, func_name = provider.partition(":")
         try:
             register: Callable[..., None] = getattr(importlib.import_module(module_name), func_name)
@@ -354,7 +361,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    first = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(with_providers=first not in CORE_COMMANDS)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)

@@ -33,6 +33,9 @@ def _assign_partitions(
 ) -> list[int]:
     """Resolve every message's partition and check this node owns each (421 if not)."""
     owned = rt.routing.owned_partitions(topic, partitions)
+    if None not in given:  # the client's usual case: every partition already chosen
+        out = list(given)  # type: ignore[arg-type]
+        return _check_partitions(rt, topic, partitions, out, len(owned) != partitions)
     out: list[int] = []
     rr_needed = False
     for key, part in zip(keys, given, strict=True):
@@ -48,13 +51,20 @@ def _assign_partitions(
             # nothing owned here: name the owner of the partition the message would go to
             rt.routing.check_owner(topic, rt.next_round_robin(topic, list(range(partitions))))
         out = [rt.next_round_robin(topic, owned) if p < 0 else p for p in out]
+    return _check_partitions(rt, topic, partitions, out, len(owned) != partitions)
+
+
+def _check_partitions(
+    rt: NodeRuntime, topic: str, partitions: int, out: list[int], routed: bool
+) -> list[int]:
+    """Every partition must exist, and (in a cluster) be owned here (421 otherwise)."""
     distinct = set(out)
     bad = [p for p in distinct if p >= partitions]
     if bad:
         raise InvalidBatch(
             f"partition {min(bad)} does not exist: topic {topic!r} has {partitions} partitions"
         )
-    if len(owned) != partitions:
+    if routed:
         for p in sorted(distinct):
             rt.routing.check_owner(topic, p)
     return out

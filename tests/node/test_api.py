@@ -360,3 +360,24 @@ def test_openapi_lists_every_route(node):
         if route.method != "HEAD"
     }
     assert served == documented
+
+
+def test_a_slow_client_does_not_stall_others(node):
+    """A client trickling its body holds only its own request; others' appends complete."""
+    import socket
+
+    create(node, "slowpoke", 1)
+    slow = socket.create_connection(("127.0.0.1", node.port))
+    try:
+        slow.sendall(
+            b"POST /v1/topics/slowpoke/messages HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"messages\": ["
+        )
+        for i in range(20):
+            resp = requests.post(
+                node.url("/v1/topics/slowpoke/messages"), json={"messages": [{"value": f"{i}"}]}, timeout=10
+            )
+            assert resp.status_code == 200
+    finally:
+        slow.close()
+    assert offsets(node, "slowpoke") == [(0, 20)]
