@@ -246,6 +246,7 @@ def _apply(store: Store, batch: list) -> None:
     queued: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {}
     keys: list[tuple[int, int, int]] = []
     ids: dict[tuple[int, str, int], list[tuple[int, int]]] = {}
+    prefixes: dict[str, list[tuple[int, int]]] = {}
     for pos, rec in batch:
         if rec.topic not in store.topics.topics:
             continue
@@ -259,11 +260,6 @@ def _apply(store: Store, batch: list) -> None:
         )
         if rec.key is not None:
             keys.append((key_hash(rec.topic, rec.key), pos, rec.store_ms))
-        try:
-            mid = parse_msg_id(rec.msg_id)
-            ids.setdefault((mid.hour, mid.app, mid.ip), []).append((mid.seq, pos))
-        except Exception:  # an ID that no longer parses is simply not indexed
-            pass
         if rec.producer_id is not None:
             store.dedup.extend(
                 rec.producer_id,
@@ -271,6 +267,16 @@ def _apply(store: Store, batch: list) -> None:
                 AppendResult(rec.partition, rec.queue_offset, rec.msg_id),
             )
         store.last_store_ms = max(store.last_store_ms, rec.store_ms)
+        head, _, seq = rec.msg_id.rpartition("-")
+        group = prefixes.get(head)
+        if group is None:  # one full parse per app-ip-hour prefix, not per record
+            try:
+                mid = parse_msg_id(rec.msg_id)
+            except Exception:  # an ID that no longer parses is simply not indexed
+                continue
+            group = prefixes[head] = ids.setdefault((mid.hour, mid.app, mid.ip), [])
+        if seq.isdigit() and len(seq) <= 15:
+            group.append((int(seq), pos))
     for (topic, part), rows in queued.items():
         q = store.queue(topic, part)
         entries = []
