@@ -1,4 +1,4 @@
-"""Helpers for the chart tests: the built helm binary and rendering the chart to objects.
+"""Fixtures for the chart tests: the built helm binary and rendering the chart to objects.
 
 helm is built from its Go sources by tests/controlplane/build.sh (component "helm"); asking
 for the `helm_bin` fixture makes the control-plane plugin build it right after collection,
@@ -8,7 +8,6 @@ outside any per-test timeout. A failed build fails these tests, it never skips t
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,34 +15,9 @@ from typing import Any
 import fixtures_controlplane
 import pytest
 import yaml
-
-REPO = Path(__file__).resolve().parents[2]
-CHART = REPO / "helm" / "msgstore"
+from chart_tools import CHART, KUBE_VERSION, UniqueKeyLoader, run_helm, set_args
 
 fixtures_controlplane.COMPONENTS_OF_FIXTURE.setdefault("helm_bin", ("helm",))
-
-
-# The version of the test control plane; `helm template` has no cluster to ask.
-KUBE_VERSION = "1.36.3"
-
-
-class UniqueKeyLoader(yaml.SafeLoader):
-    """A YAML loader that refuses duplicate keys (the API server would keep only one)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        seen: set[object] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", key_node.start_mark
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-class HelmFailed(AssertionError):
-    """helm exited non-zero; the message carries its output."""
 
 
 @pytest.fixture(scope="session")
@@ -53,20 +27,6 @@ def helm_bin() -> Path:
     if override:
         return Path(override)
     return fixtures_controlplane.require_binary("helm")
-
-
-def run_helm(helm: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([str(helm), *args], capture_output=True, text=True, timeout=120)
-    if check and proc.returncode != 0:
-        raise HelmFailed(f"helm {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
-    return proc
-
-
-def set_args(values: dict[str, str] | None) -> list[str]:
-    out: list[str] = []
-    for key, value in (values or {}).items():
-        out += ["--set", f"{key}={value}"]
-    return out
 
 
 @pytest.fixture(scope="session")
@@ -95,13 +55,3 @@ def render(helm_bin: Path) -> Callable[..., list[dict[str, Any]]]:
         return [doc for doc in yaml.load_all(proc.stdout, Loader=UniqueKeyLoader) if doc]
 
     return _render
-
-
-def by_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    return [o for o in objects if o.get("kind") == kind]
-
-
-def one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
-    found = by_kind(objects, kind)
-    assert len(found) == 1, f"expected one {kind}, found {[o['metadata']['name'] for o in found]}"
-    return found[0]

@@ -6,7 +6,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-from conftest import CHART, KUBE_VERSION, REPO, by_kind, one, run_helm, set_args
+from chart_tools import CHART, KUBE_VERSION, REPO, by_kind, one, run_helm, set_args
 
 # Every (apiGroup, resource, verb) the operator's ClusterRole grants, and why. The test below
 # fails when the chart grants anything not listed here, or stops granting something listed.

@@ -245,6 +245,18 @@ def test_rendered_ingest_job_is_accepted(k8s_cluster, installed, operator):
     assert can_i(k8s_cluster, shared, "create", "pods", ns)
 
 
+def test_kind_examples_are_accepted_by_the_api_server(k8s_cluster, installed):
+    """The sample objects `make kind-up` applies pass the real schema, CEL rules and
+    admission (server-side dry run: nothing is created)."""
+    ns = installed["store_ns"]
+    for example in ("messagestore.yaml", "client-nodeport.yaml"):
+        out = k8s_cluster.run_kubectl(
+            "apply", "--dry-run=server", "-n", ns, "-f", str(REPO / "examples" / example)
+        ).stdout
+        assert "(server dry run)" in out
+    assert k8s_cluster.run_kubectl("get", "ms", "orders", "-n", ns, check=False).returncode != 0
+
+
 def test_upgrade_changes_the_operator_and_bad_values_change_nothing(k8s_cluster, installed):
     ns = installed["chart_ns"]
     k8s_cluster.run_helm(
