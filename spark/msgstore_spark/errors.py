@@ -22,6 +22,15 @@ class OptionError(InvalidArgument):
         super().__init__(f"msgstore option '{option}': {problem}", option=option)
 
 
+class ColumnError(InvalidArgument):
+    """A DataFrame column cannot be written as a message field."""
+
+    code = "invalid_column"
+
+    def __init__(self, column: str, problem: str) -> None:
+        super().__init__(f"msgstore column '{column}': {problem}", column=column)
+
+
 @contextmanager
 def explained(endpoints: list[str], topic: str | None = None) -> Iterator[None]:
     """Re-raise client errors with the hint a Spark user needs (which option, which node)."""

@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from msgstore_spark.arrow_codec import encode_frame
 from msgstore_spark.cluster import connect
-from msgstore_spark.errors import OptionError, explained
+from msgstore_spark.errors import ColumnError, explained
 from msgstore_spark.options import WriteOptions
 from storage_node.client import Client
 from storage_node.client.common import is_retryable
@@ -140,7 +140,7 @@ class TaskWriter:
         )
         if (parts >= self.partitions).any() or (parts < -1).any():
             bad = int(parts[(parts >= self.partitions) | (parts < -1)][0])
-            raise OptionError(
+            raise ColumnError(
                 "partition",
                 f"column 'partition' holds {bad}, but topic {self.opts.topic!r} has "
                 f"partitions 0..{self.partitions - 1}",

@@ -14,7 +14,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from msgstore_spark.errors import OptionError
+from msgstore_spark.errors import ColumnError
 
 _INTS = (ByteType, ShortType, IntegerType, LongType)
 ACCEPTED = {
@@ -33,7 +33,7 @@ def check_write_schema(schema: StructType) -> None:
     """Raise naming the column when the DataFrame cannot be written as messages."""
     names = [f.name for f in schema.fields]
     if "value" not in names:
-        raise OptionError(
+        raise ColumnError(
             "value", f"the DataFrame needs a 'value' column (string or binary); it has {names}"
         )
     for f in schema.fields:
@@ -41,13 +41,13 @@ def check_write_schema(schema: StructType) -> None:
             continue
         allowed = ACCEPTED.get(f.name)
         if allowed is None:
-            raise OptionError(
+            raise ColumnError(
                 f.name,
                 f"column {f.name!r} is not a message field; keep only "
                 f"{', '.join(ACCEPTED)} (select or drop the others)",
             )
         if not isinstance(f.dataType, allowed):
             kinds = " or ".join(t.__name__.removesuffix("Type").lower() for t in allowed)
-            raise OptionError(
+            raise ColumnError(
                 f.name, f"column {f.name!r} must be {kinds}, not {f.dataType.simpleString()}"
             )
