@@ -30,6 +30,7 @@ MAGIC = b"MKIC"
 VERSION = 1
 HEADER = struct.Struct("<4sIIIqqqq")
 SLOT = struct.Struct("<II")
+ITEM = struct.Struct("<IQI")
 FOOTER = struct.Struct("<I4s")
 ITEM_DTYPE = np.dtype([("hash", "<u4"), ("pos", "<u8"), ("tsec", "<u4")])
 SLOT_DTYPE = np.dtype([("first", "<u4"), ("count", "<u4")])
@@ -151,7 +152,15 @@ class CompactedKeyIndex:
         )
         if n == 0:
             return
-        run = np.frombuffer(self._read(self.items_base + first * 16, n * 16), dtype=ITEM_DTYPE)
+        data = self._read(self.items_base + first * 16, n * 16)
+        if n <= 32:  # the usual case: a few items; plain struct beats numpy's call overhead
+            begin = self.begin_ms
+            for h, pos, tsec in ITEM.iter_unpack(data):
+                t = begin + tsec * 1000
+                if h == khash and t <= end_ms and t + 999 >= begin_ms:
+                    yield pos
+            return
+        run = np.frombuffer(data, dtype=ITEM_DTYPE)
         t = self.begin_ms + run["tsec"].astype(np.int64) * 1000
         keep = (run["hash"] == khash) & (t <= end_ms) & (t + 999 >= begin_ms)
         yield from run["pos"][keep].tolist()
