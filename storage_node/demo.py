@@ -1,8 +1,8 @@
 """``make run``: a local 3-node cluster, the sample order events, compaction, example queries.
 
-Steps are separate functions so each can be swapped: ``load_sample_data`` (today through
-the Python client) and ``compact_cluster`` (today the nodes' own compaction) are the
-boundaries where the Spark ingest and compact jobs plug in.
+Loading runs the Spark ingest job (spark/jobs/ingest.py) and compaction the Spark compact
+job (spark/jobs/compact.py), both on local[*]; MSGSTORE_DEMO_LOADER=client loads through the
+Python client and lets the nodes compact by themselves instead (no Spark needed).
 
 Environment: MSGSTORE_DEMO_EXIT=1 exits after printing; MSGSTORE_DEMO_ROWS sets the sample
 size (default 300000); MSGSTORE_DEMO_DIR keeps the cluster in that directory instead of a
@@ -51,12 +51,30 @@ def sample_path(rows: int) -> Path:
     return REPO_DATA / "sample" / f"orders-{rows}.jsonl"
 
 
-def load_sample_data(cluster: LocalCluster, path: Path, topic: str) -> dict[str, Any]:
-    """Load JSON lines into the topic: key = order id, tag = event type, born time = ts.
+def use_spark() -> bool:
+    return os.environ.get("MSGSTORE_DEMO_LOADER", "spark").lower() != "client"
 
-    Swap point for the Spark ingest job: anything that fills ``topic`` from ``path`` with
-    the same key/tag/time mapping and returns the count fits here.
-    """
+
+def load_sample_data(cluster: LocalCluster, path: Path, topic: str) -> dict[str, Any]:
+    """Load JSON lines into the topic: key = order id, tag = event type, born time = ts."""
+    if not use_spark():
+        return load_with_client(cluster, path, topic)
+    from storage_node.demo_spark import run_job
+
+    args = ["--endpoints", ",".join(cluster.addresses), "--topic", topic, "--input", str(path)]
+    args += ["--format", "json", "--key-column", "order_id", "--tag-column", "event_type"]
+    args += ["--timestamp-column", "ts", "--partitions", str(PARTITIONS)]
+    summary = run_job("ingest", args)["ingest"]
+    return {
+        "messages": summary["rows"],
+        "seconds": summary["seconds"],
+        "msgs_per_s": summary["rows_per_s"],
+        "via": "spark/jobs/ingest.py",
+    }
+
+
+def load_with_client(cluster: LocalCluster, path: Path, topic: str) -> dict[str, Any]:
+    """The same load through the Python client, without Spark."""
     started = time.perf_counter()
     count = 0
     batch: list[dict[str, Any]] = []
@@ -81,7 +99,17 @@ def load_sample_data(cluster: LocalCluster, path: Path, topic: str) -> dict[str,
 
 
 def compact_cluster(cluster: LocalCluster) -> dict[str, Any]:
-    """Seal and compact every node. Swap point for the Spark compact job."""
+    """Seal every node's active files, then compact them on Spark executors."""
+    if not use_spark():
+        return compact_with_nodes(cluster)
+    from storage_node.demo_spark import run_job
+
+    summary = run_job("compact", ["--endpoints", ",".join(cluster.addresses), "--seal"])
+    return {**summary["compact"], "via": "spark/jobs/compact.py"}
+
+
+def compact_with_nodes(cluster: LocalCluster) -> dict[str, Any]:
+    """Seal and compact every node by the nodes themselves."""
     started = time.perf_counter()
     with Client(cluster.addresses) as client:
         reports = client.compact()

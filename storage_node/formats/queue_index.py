@@ -8,6 +8,7 @@ of a batch are written with one positional write per file touched.
 from __future__ import annotations
 
 import os
+import struct
 import threading
 import zlib
 
@@ -17,6 +18,7 @@ from storage_node.backend.files import ensure_dir, pread_exact, pwrite_all, remo
 
 ENTRY_DTYPE = np.dtype([("pos", "<u8"), ("size", "<u4"), ("tag", "<u8")])
 ENTRY_SIZE = ENTRY_DTYPE.itemsize
+ENTRY = struct.Struct("<QIQ")
 assert ENTRY_SIZE == 20
 
 
@@ -87,23 +89,28 @@ class QueueIndex:
         self.next_offset = first + n
         return first
 
-    def read(self, offset: int, count: int) -> np.ndarray:
-        """Up to ``count`` entries from ``offset`` (fewer at the end)."""
+    def read_bytes(self, offset: int, count: int) -> bytes:
+        """The raw entries (20 bytes each) of up to ``count`` offsets from ``offset``."""
         count = max(0, min(count, self.next_offset - offset))
         parts = []
         while count > 0:
             start = offset - offset % self.per_file
             take = min(count, start + self.per_file - offset)
             with self._lock:
-                data = pread_exact(
-                    self._fd(start), take * ENTRY_SIZE, (offset - start) * ENTRY_SIZE
+                parts.append(
+                    pread_exact(self._fd(start), take * ENTRY_SIZE, (offset - start) * ENTRY_SIZE)
                 )
-            parts.append(np.frombuffer(data, dtype=ENTRY_DTYPE))
             offset += take
             count -= take
-        if not parts:
-            return np.zeros(0, dtype=ENTRY_DTYPE)
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def read(self, offset: int, count: int) -> np.ndarray:
+        """Up to ``count`` entries from ``offset`` (fewer at the end), as a numpy array."""
+        return np.frombuffer(self.read_bytes(offset, count), dtype=ENTRY_DTYPE)
+
+    def entries(self, offset: int, count: int) -> list[tuple[int, int, int]]:
+        """Up to ``count`` (position, size, tag hash) tuples; cheaper than numpy for few."""
+        return list(ENTRY.iter_unpack(self.read_bytes(offset, count)))
 
     def truncate(self, next_offset: int) -> None:
         """Drop entries at and after ``next_offset`` (recovery rewrites them from the log)."""

@@ -178,7 +178,7 @@ def adjust_first_offset(store: Store, q: object) -> None:
     lo, hi = q.first_offset, q.next_offset  # type: ignore[attr-defined]
     while lo < hi:
         mid = (lo + hi) // 2
-        if int(q.read(mid, 1)["pos"][0]) >= start:  # type: ignore[attr-defined]
+        if q.entries(mid, 1)[0][0] >= start:  # type: ignore[attr-defined]
             hi = mid
         else:
             lo = mid + 1

@@ -654,12 +654,10 @@ class Store:
         cursor = offset
         scanned = 0
         while cursor < nxt and len(out) < max_messages:
-            chunk = q.read(cursor, max_messages if want_hash is None else 1000)
-            if not len(chunk):
+            chunk = q.entries(cursor, max_messages if want_hash is None else 1000)
+            if not chunk:
                 break
-            for pos, size, th in zip(
-                chunk["pos"].tolist(), chunk["size"].tolist(), chunk["tag"].tolist(), strict=True
-            ):
+            for pos, size, th in chunk:
                 if want_hash is not None and th != want_hash:
                     cursor += 1
                     continue
@@ -739,10 +737,8 @@ class Store:
         lo, hi = q.first_offset, q.next_offset
         while lo < hi:
             mid = (lo + hi) // 2
-            entry = q.read(mid, 1)
-            rec = self._read_entry(
-                int(entry["pos"][0]), int(entry["size"][0]), topic, partition, mid
-            )
+            ((pos, size, _tag),) = q.entries(mid, 1)
+            rec = self._read_entry(pos, size, topic, partition, mid)
             if rec.store_ms >= ts_ms:
                 hi = mid
             else:
