@@ -13,7 +13,8 @@ ARG SPARK_IMAGE=apache/spark:${SPARK_VERSION}-scala2.13-java17-python3-ubuntu
 
 FROM ${SPARK_IMAGE}
 USER root
-ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
+# PIP_BREAK_SYSTEM_PACKAGES: uv goes into the system Python on newer Ubuntu bases too.
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_BREAK_SYSTEM_PACKAGES=1 \
     UV_PYTHON_INSTALL_DIR=/opt/python UV_NO_CACHE=1
 # msgstore needs Python 3.11, newer than the Ubuntu release under Spark's image ships, so the
 # jobs get their own interpreter (a relocatable CPython build installed by uv) and venv.
