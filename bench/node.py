@@ -134,7 +134,7 @@ def http_ingest(node: Node, messages: int, batch: int, binary: bool) -> float:
     return messages / (time.perf_counter() - started)
 
 
-def http_read(node: Node, reads: int) -> tuple[float, float]:
+def http_read(node: Node, reads: int) -> tuple[float, float, float]:
     session = requests.Session()
     offsets = requests.get(node.address + "/v1/topics/bench").json()["partition_offsets"]
     rng = random.Random(3)
@@ -150,7 +150,39 @@ def http_read(node: Node, reads: int) -> tuple[float, float]:
         lat.append(time.perf_counter() - started)
         resp.raise_for_status()
     lat.sort()
-    return lat[len(lat) // 2] * 1e6, lat[int(len(lat) * 0.99)] * 1e6
+    floor = []
+    for _ in range(reads // 2):
+        started = time.perf_counter()
+        session.get(node.address + "/healthz").raise_for_status()
+        floor.append(time.perf_counter() - started)
+    floor.sort()
+    return lat[len(lat) // 2] * 1e6, lat[int(len(lat) * 0.99)] * 1e6, floor[len(floor) // 2] * 1e6
+
+
+def inprocess_read(workdir: Path, reads: int) -> float:
+    """p50 of Store.read of 10 messages: the same query without HTTP."""
+    data_dir = workdir / "inproc-read"
+    shutil.rmtree(data_dir, ignore_errors=True)
+    store = Store.open(StoreConfig(data_dir=str(data_dir), lifecycle_interval_s=0))
+    try:
+        store.create_topic(TopicConfig("bench", 4, "none"))
+        vals, ks = values(50_000, 4), keys(50_000)
+        for i in range(0, 50_000, 5000):
+            chunk = zip(vals[i : i + 5000], ks[i : i + 5000], strict=True)
+            store.append("bench", [MessageIn(v, k) for v, k in chunk])
+        offsets = store.partition_offsets("bench")
+        rng = random.Random(3)
+        lat = []
+        for _ in range(reads):
+            p = rng.randrange(4)
+            off = rng.randrange(max(1, offsets[p][1]))
+            started = time.perf_counter()
+            store.read("bench", p, off, max_messages=10)
+            lat.append(time.perf_counter() - started)
+        lat.sort()
+        return lat[len(lat) // 2] * 1e6
+    finally:
+        store.close()
 
 
 def main() -> None:
@@ -203,9 +235,10 @@ def main() -> None:
         node = Node(workdir)
         try:
             http_ingest(node, min(messages, 50_000), args.batch, True)
-            p50, p99 = http_read(node, 500 if args.quick else 2000)
+            p50, p99, floor = http_read(node, 500 if args.quick else 2000)
         finally:
             node.stop()
+        inproc = inprocess_read(workdir, 500 if args.quick else 2000)
         print(
             json.dumps(
                 {
@@ -213,6 +246,8 @@ def main() -> None:
                     "p50_us": round(p50),
                     "p99_us": round(p99),
                     "max_messages": 10,
+                    "healthz_p50_us": round(floor),
+                    "inprocess_read_p50_us": round(inproc),
                 }
             ),
             flush=True,
