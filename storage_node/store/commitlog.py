@@ -48,6 +48,7 @@ class CommitLog:
         flush_max_messages: int,
         flush_max_bytes: int,
         flush_max_age_ms: int,
+        fsync_interval_ms: int = 1000,
     ) -> None:
         self.root = root
         self.dirs = {
@@ -75,6 +76,10 @@ class CommitLog:
         self._flushing: list[Chunk] = []
         self._waiters = 0
         self._in_flush = False  # one writer at a time: the flusher thread or a leader waiter
+        # async mode writes on every flush but fsyncs at most this often (and whenever
+        # somebody waits for durability: checkpoint, close, flush()); sync mode always fsyncs
+        self.fsync_interval = fsync_interval_ms / 1000.0
+        self._last_fsync = time.monotonic()
         self._closing = False
         self._error: Exception | None = None
         self._write_fd: int | None = None
@@ -192,7 +197,12 @@ class CommitLog:
 
     def _should_flush_locked(self) -> bool:
         if not self._active:
-            return False
+            # async: bytes written but not yet fsynced get their fsync within the interval
+            return (
+                not self.sync_mode
+                and self.written_end > self.durable_end
+                and time.monotonic() - self._last_fsync >= self.fsync_interval
+            )
         return (
             self._closing
             or self._active_count >= self.max_messages
@@ -216,7 +226,7 @@ class CommitLog:
                 while self.durable_end < target:
                     if self._error is not None:
                         raise self._error
-                    if not self._in_flush and self._active:
+                    if not self._in_flush and (self._active or self.written_end > self.durable_end):
                         batch = self._take_locked()
                         cond.release()
                         try:
@@ -253,8 +263,18 @@ class CommitLog:
 
     def _flush_batch(self, batch: list[Chunk]) -> bool:
         """Write + fsync a taken batch outside the lock; False if the write failed."""
+        sync_now = (
+            self.sync_mode
+            or self._waiters > 0
+            or self._closing
+            or time.monotonic() - self._last_fsync >= self.fsync_interval
+        )
         try:
-            self._write(batch)
+            if batch:
+                self._write(batch, sync_now)
+            elif self._write_fd is not None:
+                os.fsync(self._write_fd)
+                self.stats["fsyncs"] += 1
         except OSError as exc:
             err = (
                 DiskFull(f"commit log write failed: {exc}")
@@ -266,10 +286,13 @@ class CommitLog:
                 self._in_flush = False
                 self._cond.notify_all()
             return False
-        end = batch[-1].pos + len(batch[-1].data)
+        if sync_now:
+            self._last_fsync = time.monotonic()
         with self._cond:
+            end = batch[-1].pos + len(batch[-1].data) if batch else self.written_end
             self.written_end = end
-            self.durable_end = end
+            if sync_now:
+                self.durable_end = end
             self._flushing = []
             self._in_flush = False
             self.stats["flushes"] += 1
@@ -295,12 +318,12 @@ class CommitLog:
             if not self._flush_batch(batch):
                 return
 
-    def _write(self, batch: list[Chunk]) -> None:
+    def _write(self, batch: list[Chunk], sync_now: bool = True) -> None:
         """Write and fsync ``batch``; on failure cut every touched file back to where it was,
         so no record of a batch that was refused (e.g. disk full) survives into recovery."""
         touched: list[tuple[int, int]] = []
         try:
-            self._write_chunks(batch, touched)
+            self._write_chunks(batch, touched, sync_now)
         except OSError:
             for fd_seg, size in touched:
                 path = os.path.join(self.dirs["unsealed"], segment_name(fd_seg))
@@ -310,7 +333,9 @@ class CommitLog:
                     pass  # recovery still truncates a torn tail at the last whole record
             raise
 
-    def _write_chunks(self, batch: list[Chunk], touched: list[tuple[int, int]]) -> None:
+    def _write_chunks(
+        self, batch: list[Chunk], touched: list[tuple[int, int]], sync_now: bool = True
+    ) -> None:
         i = 0
         while i < len(batch):
             seg = batch[i].seg
@@ -328,8 +353,9 @@ class CommitLog:
                 write_all(self._write_fd, b"".join(bufs)[got:])
             self.stats["bytes_written"] += want
             i = j
-        os.fsync(self._write_fd)
-        self.stats["fsyncs"] += 1
+        if sync_now:
+            os.fsync(self._write_fd)
+            self.stats["fsyncs"] += 1
 
     def _open_for_write(self, seg: int) -> None:
         if self._write_fd is not None:

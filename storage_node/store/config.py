@@ -20,6 +20,7 @@ class StoreConfig:
     flush_max_messages: int = 100_000  # async: flush when the cache holds this many messages
     flush_max_bytes: int = 16 * MIB  # ... or this many bytes
     flush_max_age_ms: int = 200  # ... or its oldest message is this old
+    async_fsync_interval_ms: int = 1000  # async: written at every flush, fsynced this often
     index_slots: int = 5_000_000
     index_items: int = 20_000_000
     queue_file_entries: int = 300_000
