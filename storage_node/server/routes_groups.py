@@ -60,7 +60,7 @@ async def committed_offsets(request: web.Request) -> web.Response:
             params["topic"] = topic
         peers = rt.routing.peers()
         answers: list[Any] = await asyncio.gather(
-            *(rt.peer_get(addr, request.path, params) for _, addr in peers),
+            *(rt.peer_get(addr, request.rel_url.raw_path, params) for _, addr in peers),
             return_exceptions=True,
         )
         for (peer_id, _), answer in zip(peers, answers, strict=True):

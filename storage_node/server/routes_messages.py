@@ -212,7 +212,7 @@ async def lookup_key(request: web.Request) -> web.Response:
         params = {"scope": "local", "begin": str(begin), "end": str(end), "max": str(max_count)}
         peers = rt.routing.peers()
         answers = await asyncio.gather(
-            *(rt.peer_get(addr, request.path, params) for _, addr in peers),
+            *(rt.peer_get(addr, request.rel_url.raw_path, params) for _, addr in peers),
             return_exceptions=True,
         )
         for (peer_id, _), answer in zip(peers, answers, strict=True):
@@ -243,7 +243,7 @@ async def get_message(request: web.Request) -> web.Response:
             raise
     peers = rt.routing.peers()
     answers = await asyncio.gather(
-        *(rt.peer_get(addr, request.path, {"scope": "local"}) for _, addr in peers),
+        *(rt.peer_get(addr, request.rel_url.raw_path, {"scope": "local"}) for _, addr in peers),
         return_exceptions=True,
     )
     unreachable = [

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from urllib.parse import quote
 
 import pytest
 import requests
@@ -104,6 +105,19 @@ def test_client_routes_by_key_and_reads_from_any_node(cluster):
         for p in range(6):
             all_ids |= {m["msg_id"] for m in client.read_all("routed", p)}
         assert all_ids == {r["msg_id"] for r in results + keyless}
+
+
+def test_keys_with_url_special_characters_are_found_cluster_wide(cluster):
+    odd = "a/b %2F?x=1&y#z é"
+    with Client(cluster.addresses[0]) as client:
+        client.create_topic("odd-keys", 3)
+        results = client.produce("odd-keys", [{"key": odd, "value": "v"}])
+        for address in cluster.addresses:
+            with Client(address) as one:
+                found = one.request(
+                    "GET", address, "/v1/topics/odd-keys/keys/" + quote(odd, safe="")
+                )
+                assert [m["msg_id"] for m in found["messages"]] == [results[0]["msg_id"]]
 
 
 def test_client_follows_421_after_stale_routing(cluster):
