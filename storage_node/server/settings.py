@@ -118,6 +118,9 @@ def resolve_settings(
     unknown = set(from_file) - set(node_types) - set(store_types)
     if unknown:
         raise InvalidArgument(f"unknown settings in {config_path}: {', '.join(sorted(unknown))}")
+    unknown_flags = set(flags) - set(node_types) - set(store_types) - {"config"}
+    if unknown_flags:
+        raise InvalidArgument(f"unknown settings: {', '.join(sorted(unknown_flags))}")
     values: dict[str, Any] = {}
     store_values: dict[str, Any] = {}
     for name, kind in list(node_types.items()) + list(store_types.items()):

@@ -49,3 +49,8 @@ def test_unknown_file_setting_is_an_error(tmp_path):
     cfg.write_text('{"prot": 1}')
     with pytest.raises(InvalidArgument, match="prot"):
         resolve_settings({"data_dir": "d", "config": str(cfg)}, env={})
+
+
+def test_unknown_flag_setting_is_an_error():
+    with pytest.raises(InvalidArgument, match="prot"):
+        resolve_settings({"data_dir": "d", "prot": "1"}, env={})
