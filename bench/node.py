@@ -3,7 +3,8 @@ engine's own in-process append rate measured in the same run.
 
 Prints JSON lines:
   inprocess_append     msgs_per_s of Store.append with the same batches (the peer)
-  http_ingest_binary   msgs_per_s through one node, application/x-msgstore-batch, ratio_vs_inprocess
+  http_ingest_binary   msgs_per_s through one node (--connections concurrent producers, default
+                       2), application/x-msgstore-batch, ratio_vs_inprocess
   http_ingest_json     msgs_per_s through one node, JSON bodies, ratio_vs_inprocess
   http_read            p50_us / p99_us of single-page partition reads over keep-alive HTTP
 
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import requests
@@ -107,7 +109,8 @@ class Node:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def http_ingest(node: Node, messages: int, batch: int, binary: bool) -> float:
+def http_ingest(node: Node, messages: int, batch: int, binary: bool, connections: int = 1) -> float:
+    """Pre-encoded bodies sent over ``connections`` keep-alive connections at once."""
     vals, ks = values(messages, 2), keys(messages)
     bodies = []
     for i in range(0, messages, batch):
@@ -125,12 +128,17 @@ def http_ingest(node: Node, messages: int, batch: int, binary: bool) -> float:
                 ).encode()
             )
     ctype = CONTENT_TYPE if binary else "application/json"
-    session = requests.Session()
     url = node.address + "/v1/topics/bench/messages"
+
+    def send(share: list[bytes]) -> None:
+        session = requests.Session()
+        for body in share:
+            session.post(url, data=body, headers={"Content-Type": ctype}).raise_for_status()
+
+    shares = [bodies[i::connections] for i in range(connections)]
     started = time.perf_counter()
-    for body in bodies:
-        resp = session.post(url, data=body, headers={"Content-Type": ctype})
-        resp.raise_for_status()
+    with ThreadPoolExecutor(connections) as pool:
+        list(pool.map(send, shares))
     return messages / (time.perf_counter() - started)
 
 
@@ -191,6 +199,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=None)
     parser.add_argument("--batch", type=int, default=5000)
     parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--connections", type=int, default=2, help="concurrent producers")
     args = parser.parse_args()
     messages = args.messages or (50_000 if args.quick else 200_000)
     repeats = args.repeats or (1 if args.quick else 3)
@@ -214,7 +223,7 @@ def main() -> None:
             for _ in range(repeats):
                 node = Node(workdir)
                 try:
-                    rates.append(http_ingest(node, messages, args.batch, binary))
+                    rates.append(http_ingest(node, messages, args.batch, binary, args.connections))
                 finally:
                     node.stop()
             rate = statistics.median(rates)
@@ -228,6 +237,7 @@ def main() -> None:
                         "batch": args.batch,
                         "value_bytes": VALUE_BYTES,
                         "repeats": repeats,
+                        "connections": args.connections,
                     }
                 ),
                 flush=True,
