@@ -81,7 +81,9 @@ def recover(store: Store) -> dict:
         start = ck.log_end if ck is not None else 0
         start = max(start, store.log.start_pos)
         report["replayed_from"] = start
+        store.__dict__.pop("_replay_key_covered", None)
         report["replayed_records"] = replay(store, start, report)
+        store.__dict__.pop("_replay_key_covered", None)
     for q in store.queues.values():
         adjust_first_offset(store, q)
     return report
@@ -247,6 +249,13 @@ def _apply(store: Store, batch: list) -> None:
     keys: list[tuple[int, int, int]] = []
     ids: dict[tuple[int, str, int], list[tuple[int, int]]] = {}
     prefixes: dict[str, list[tuple[int, int]]] = {}
+    covered = store.__dict__.get("_replay_key_covered")
+    if covered is None:  # items already held by compacted/uploaded files are not re-added
+        kx = store.keyidx
+        covered = max(
+            (kx.files[n].end_pos for n in kx.names if kx.states[n] != "unsealed"), default=-1
+        )
+        store.__dict__["_replay_key_covered"] = covered
     for pos, rec in batch:
         if rec.topic not in store.topics.topics:
             continue
@@ -258,7 +267,7 @@ def _apply(store: Store, batch: list) -> None:
                 tag_hash(rec.tag.encode()) if rec.tag is not None else 0,
             )
         )
-        if rec.key is not None:
+        if rec.key is not None and pos > covered:
             keys.append((key_hash(rec.topic, rec.key), pos, rec.store_ms))
         if rec.producer_id is not None:
             store.dedup.extend(

@@ -166,6 +166,7 @@ class Store:
         self._stop = threading.Event()
         self._maint_thread: threading.Thread | None = None
         self.recovery_report: dict = {}
+        self.saved_checkpoint: Checkpoint | None = None  # the last one on disk
         self.counters = {
             "appended_messages": 0,
             "appended_bytes": 0,
@@ -790,6 +791,7 @@ class Store:
             self.dedup.save(dedup)
             ck.clean = clean
             ck.save(self.checkpoint_path)
+            self.saved_checkpoint = ck
             self.counters["checkpoints"] += 1
             return ck
 
