@@ -371,11 +371,13 @@ def test_a_slow_client_does_not_stall_others(node):
     try:
         slow.sendall(
             b"POST /v1/topics/slowpoke/messages HTTP/1.1\r\nHost: x\r\n"
-            b"Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"messages\": ["
+            b'Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"messages": ['
         )
         for i in range(20):
             resp = requests.post(
-                node.url("/v1/topics/slowpoke/messages"), json={"messages": [{"value": f"{i}"}]}, timeout=10
+                node.url("/v1/topics/slowpoke/messages"),
+                json={"messages": [{"value": f"{i}"}]},
+                timeout=10,
             )
             assert resp.status_code == 200
     finally:
