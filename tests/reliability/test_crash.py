@@ -127,6 +127,7 @@ def verify_store(store: Store, log_dir: Path, extra: frozenset[str] = frozenset(
         assert batch_of(ident) in attempts, f"{ident} was stored but never sent"
 
     acked = 0
+    by_key: dict[str, Counter[bytes]] = {}
     for record in acks:
         sent = batch_messages(record["t"], record["seq"])
         assert len(record["results"]) == len(sent)
@@ -147,9 +148,12 @@ def verify_store(store: Store, log_dir: Path, extra: frozenset[str] = frozenset(
                 message_in.value,
             ), f"{ident} not found by message ID {msg_id}"
             if message_in.key is not None:
-                found = store.lookup_key(CRASH_TOPIC, message_in.key, max_count=10_000)
-                hits = [m for m in found.messages if m.value == message_in.value]
-                assert len(hits) == 1, f"{ident} found {len(hits)} times by key {message_in.key}"
+                if message_in.key not in by_key:
+                    found = store.lookup_key(CRASH_TOPIC, message_in.key, max_count=10_000)
+                    assert not found.limit_reached
+                    by_key[message_in.key] = Counter(m.value for m in found.messages)
+                hits = by_key[message_in.key][message_in.value]
+                assert hits == 1, f"{ident} found {hits} times by key {message_in.key}"
     return acked
 
 
