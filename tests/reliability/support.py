@@ -1,4 +1,4 @@
-"""Helpers shared by the reliability tests: small store configs, directory snapshots,
+"""Shared by the reliability tests: small store configs, directory snapshots,
 locating commit-log segment files, and deterministic message contents for child writers.
 
 Everything here uses only the public store API (docs/ENGINE_API.md) plus the documented

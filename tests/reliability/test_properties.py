@@ -97,7 +97,7 @@ class StoreMachine(RuleBasedStateMachine):
             self.store.close()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
-    # ------------------------------------------------------------------ helpers
+    # ------------------------------------------------------------------ building blocks
 
     def supplied_id(self, seed: int) -> str:
         app, ip = ID_APPS[seed % 2], ID_IPS[(seed >> 1) % len(ID_IPS)]
