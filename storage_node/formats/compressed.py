@@ -33,7 +33,9 @@ CODEC_STORED = 0
 CODEC_LZ4 = 1
 FOOTER = struct.Struct("<QIII4s")
 BLOCK_RAW_MAX = 64 * 1024  # the format's limit
-BLOCK_RAW_TARGET = 32 * 1024  # what we write: a random read decompresses less, LZ4 still works well
+BLOCK_RAW_TARGET = (
+    16 * 1024
+)  # what we write: a random read decompresses little, LZ4 still works well
 INDEX_DTYPE = np.dtype(
     [
         ("raw_off", "<u8"),
