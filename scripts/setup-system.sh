@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# Installs the system packages msgstore needs on a fresh Debian machine:
-# Java 17 for Spark and etcd for the test control plane. Idempotent; does nothing when present.
+# Installs the system packages msgstore needs on a fresh Debian machine: Java 17 for Spark.
+# The Kubernetes test control plane (etcd included) is built from Go sources by
+# tests/controlplane/build.sh, which needs a Go toolchain (checked here so a missing one is
+# reported up front). Idempotent; does nothing when everything is present.
 set -euo pipefail
 need=()
 if ! java -version 2>&1 | grep -q 'version "17'; then need+=(openjdk-17-jre-headless); fi
-if ! command -v etcd >/dev/null 2>&1; then need+=(etcd-server); fi
+if ! command -v python3.11 >/dev/null 2>&1; then need+=(python3.11 python3.11-venv); fi
 if ((${#need[@]})); then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   echo "installing Debian packages: ${need[*]}"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+if ! command -v go >/dev/null 2>&1; then
+  echo "warning: no Go toolchain on PATH: the Kubernetes end-to-end tests cannot build their control plane" >&2
 fi
