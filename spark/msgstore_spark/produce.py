@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import time
 import zlib
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -32,6 +32,7 @@ from storage_node.server.batch_codec import CONTENT_TYPE
 
 ROUNDS = 64  # sequence = chunk * ROUNDS + re-routing round
 RETRY_BUDGET_S = 120.0  # ride out a node restart
+MAX_IN_FLIGHT = 3  # chunks sent whose answers are still outstanding
 
 
 @dataclass
@@ -102,7 +103,7 @@ class TaskWriter:
         self.report = TaskReport(producer_id)
         self.client: Client = connect(opts.conn, producer_id)
         self.rr = rr_start
-        self.pool: ThreadPoolExecutor | None = None
+        self.senders: dict[str, ThreadPoolExecutor] = {}
         self.path = f"/v1/topics/{quote(opts.topic, safe='')}/messages"
         with explained(opts.conn.endpoints, opts.topic):
             self.client.refresh_routing()
@@ -160,37 +161,63 @@ class TaskWriter:
         return parts
 
     def write(self, batches: Iterable[pa.RecordBatch]) -> TaskReport:
-        for index, table in enumerate(
-            _chunks(batches, self.opts.batch_size, self.opts.max_batch_bytes)
-        ):
-            if table.column("value").null_count:
-                raise InvalidBatch("column 'value' is null in some rows; every message needs one")
-            self._send_chunk(index, table)
-        if self.pool is not None:
-            self.pool.shutdown()
-        self.client.close()
+        """Send chunk after chunk without waiting for each answer (up to MAX_IN_FLIGHT).
+
+        One sender thread per node keeps each node's batches in input order, so messages of
+        a partition keep the order of the task's rows.
+        """
+        pending: deque[tuple[int, pa.Table, np.ndarray, np.ndarray, list]] = deque()
+        try:
+            for index, table in enumerate(
+                _chunks(batches, self.opts.batch_size, self.opts.max_batch_bytes)
+            ):
+                if table.column("value").null_count:
+                    raise InvalidBatch(
+                        "column 'value' is null in some rows; every message needs one"
+                    )
+                parts = self._partitions_of(table)
+                stamps = _timestamps_ms(_column(table, "timestamp"), table.num_rows)
+                rows = np.arange(table.num_rows)
+                sends = self._submit(table, rows, parts, stamps, index * ROUNDS)
+                pending.append((index, table, parts, stamps, sends))
+                while len(pending) > MAX_IN_FLIGHT:
+                    self._settle(*pending.popleft())
+            while pending:
+                self._settle(*pending.popleft())
+        finally:
+            for pool in self.senders.values():
+                pool.shutdown(wait=True, cancel_futures=True)
+            self.client.close()
         return self.report
 
-    def _send_chunk(self, index: int, table: pa.Table) -> None:
-        parts = self._partitions_of(table)
-        stamps = _timestamps_ms(_column(table, "timestamp"), table.num_rows)
-        rows = np.arange(table.num_rows)
-        for round_ in range(ROUNDS):
-            owners = self.owner_of[parts[rows]]
-            groups = [(n, rows[owners == n]) for n in np.unique(owners).tolist()]
-            sequence = index * ROUNDS + round_
-            jobs = [
-                (self.addresses[n], self._frame(table, idx, parts, stamps, sequence))
-                for n, idx in groups
-            ]
-            if len(jobs) == 1:
-                outcomes = [self._post(*jobs[0])]
-            else:
-                if self.pool is None:
-                    self.pool = ThreadPoolExecutor(max_workers=max(2, len(self.addresses)))
-                outcomes = list(self.pool.map(lambda job: self._post(*job), jobs))
+    def _submit(
+        self, table: pa.Table, rows: np.ndarray, parts: np.ndarray, stamps: np.ndarray, seq: int
+    ) -> list[tuple[np.ndarray, Future]]:
+        owners = self.owner_of[parts[rows]]
+        sends = []
+        for n in np.unique(owners).tolist():
+            idx = rows[owners == n]
+            address = self.addresses[n]
+            body = self._frame(table, idx, parts, stamps, seq)
+            sender = self.senders.get(address)
+            if sender is None:
+                sender = self.senders[address] = ThreadPoolExecutor(max_workers=1)
+            sends.append((idx, sender.submit(self._post, address, body)))
+        return sends
+
+    def _settle(
+        self,
+        index: int,
+        table: pa.Table,
+        parts: np.ndarray,
+        stamps: np.ndarray,
+        sends: list[tuple[np.ndarray, Future]],
+    ) -> None:
+        """Collect a chunk's answers; rows a node refused as not its own go to the new owner."""
+        for round_ in range(1, ROUNDS + 1):
             misrouted = []
-            for (_, idx), outcome in zip(groups, outcomes, strict=True):
+            for idx, future in sends:
+                outcome = future.result()
                 if isinstance(outcome, NotOwner):
                     misrouted.append(idx)
                 else:
@@ -198,9 +225,12 @@ class TaskWriter:
             self.report.batches += 1
             if not misrouted:
                 return
+            if round_ == ROUNDS:
+                break
             self.client.refresh_routing()
             self._load_route()
             rows = np.concatenate(misrouted)
+            sends = self._submit(table, rows, parts, stamps, index * ROUNDS + round_)
         raise MsgStoreError(f"the owners of topic {self.opts.topic!r} kept moving; giving up")
 
     def _frame(
