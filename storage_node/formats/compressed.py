@@ -14,6 +14,7 @@ can be proven identical before it replaces the original.
 
 from __future__ import annotations
 
+import bisect
 import struct
 import threading
 import zlib
@@ -151,7 +152,9 @@ class CompressedSegmentReader:
         self._read = read
         self.stored_size = size
         self.index, self.raw_size, self.raw_crc, self.codec = _parse_tail(size, read)
-        self._raw_offsets = self.index["raw_off"]
+        # plain lists: one scalar bisect and one tuple per read beat numpy's per-call overhead
+        self._raw_offsets: list[int] = self.index["raw_off"].tolist()
+        self._blocks: list[tuple[int, int, int, int, int]] = self.index.tolist()
         self._cache: OrderedDict[int, bytes] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -161,7 +164,7 @@ class CompressedSegmentReader:
             if hit is not None:
                 self._cache.move_to_end(i)
                 return hit
-        raw_off, file_off, comp_len, raw_len, crc = self.index[i].tolist()
+        raw_off, file_off, comp_len, raw_len, crc = self._blocks[i]
         data = self._read(file_off, comp_len)
         if zlib.crc32(data) != crc:
             raise CorruptData(f"compressed block at raw offset {raw_off} checksum mismatch")
@@ -176,5 +179,5 @@ class CompressedSegmentReader:
         """(block bytes, offset of ``rel`` inside them) for the record starting at ``rel``."""
         if rel < 0 or rel >= self.raw_size:
             raise CorruptData(f"position {rel} outside compressed segment")
-        i = int(np.searchsorted(self._raw_offsets, rel, side="right")) - 1
-        return self.block(i), rel - int(self._raw_offsets[i])
+        i = bisect.bisect_right(self._raw_offsets, rel) - 1
+        return self.block(i), rel - self._raw_offsets[i]

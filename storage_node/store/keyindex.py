@@ -8,6 +8,7 @@ range overlaps the query, and the caller stops as soon as max_count is met.
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import threading
 import time
@@ -77,12 +78,14 @@ class KeyIndexSet:
         if state == "unsealed":
             return KeyIndexFile.open(path)
         fd = os.open(path, os.O_RDONLY)
-        size = os.fstat(fd).st_size
-        data = os.pread(fd, size, 0) if size < (1 << 20) else None
-        if data is not None:
+        try:
+            size = os.fstat(fd).st_size
+            # mapped read-only: a lookup's two reads are memory copies, no system call, and the
+            # mapping outlives a later unlink (upload, expiry) until the handle is dropped
+            data = mmap.mmap(fd, size, prot=mmap.PROT_READ) if size else b""
+        finally:
             os.close(fd)
-            return CompactedKeyIndex(size, lambda o, n: data[o : o + n])
-        return CompactedKeyIndex(size, lambda o, n: os.pread(fd, n, o))
+        return CompactedKeyIndex(size, lambda o, n: data[o : o + n])
 
     @staticmethod
     def open_remote(manifest_path: str, objects: ObjectStore) -> KeyIndexHandle:
