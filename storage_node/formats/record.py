@@ -19,7 +19,8 @@ import struct
 import zlib
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import chain
+from itertools import chain, repeat
+from operator import is_not
 
 import numpy as np
 
@@ -70,12 +71,25 @@ assert HEADER_DTYPE.itemsize == HEADER_SIZE
 
 
 @lru_cache(maxsize=256)
-def _header_dtype(mid_len: int) -> np.dtype:
-    return np.dtype(HEADER_DTYPE.descr + [("mid", "u1", (mid_len,))])
+def _header_dtype(mid_len: int, widths: tuple[int, ...] = ()) -> np.dtype:
+    """Header, producer/topic bytes, then fixed-width leading fields ``f0``, ``f1``, ..."""
+    extra = [(f"f{i}", f"S{w}") for i, w in enumerate(widths)]
+    return np.dtype(HEADER_DTYPE.descr + [("mid", "u1", (mid_len,))] + extra)
 
 
 def _lengths(items: list[bytes], n: int) -> np.ndarray:
     return np.fromiter(map(len, items), dtype=np.int64, count=n)
+
+
+def _present(items: list[bytes | None], n: int) -> np.ndarray:
+    """1 where an optional field is given, 0 where it is None (C-level, no generator)."""
+    if items.count(None) == 0:
+        return np.ones(n, dtype=np.uint8)
+    return np.fromiter(map(is_not, items, repeat(None)), dtype=np.uint8, count=n)
+
+
+def _ends(step: int, n: int) -> range:
+    return range(step, n * step + step, step)
 
 
 def encode_batch(
@@ -103,8 +117,25 @@ def encode_batch(
     if producer is not None:
         mid = bytes((len(producer[0]),)) + producer[0] + PRODUCER_TAIL.pack(producer[1]) + topic
         flags = FLAG_PRODUCER
-    # the constant producer/topic bytes ride in the header array: one piece less per record
-    hdr = np.zeros(n, dtype=_header_dtype(len(mid)))
+    vlen = _lengths(values, n)
+    flag_arr = np.full(n, flags, dtype=np.uint8)
+    # the optional fields in record order: (header length field, bytes, lengths)
+    fields: list[tuple[str, list[bytes], np.ndarray]] = []
+    for name, items, flag in (("klen", keys, FLAG_KEY), ("taglen", tags, FLAG_TAG)):
+        if items.count(None) != n:
+            parts = [b"" if x is None else x for x in items] if None in items else items
+            fields.append((name, parts, _lengths(parts, n)))  # type: ignore[arg-type]
+            flag_arr |= _present(items, n) * np.uint8(flag)
+    fields.append(("idlen", msg_ids, _lengths(msg_ids, n)))
+    # Leading fields of one width for the whole batch (fixed-format keys, node-assigned
+    # IDs) ride in the header array like the constant producer/topic bytes: fewer pieces
+    # per record to join and to checksum.
+    widths: list[int] = []
+    for _name, _parts, lens in fields:
+        if int(lens[0]) == 0 or int(lens.min()) != int(lens.max()):
+            break
+        widths.append(int(lens[0]))
+    hdr = np.zeros(n, dtype=_header_dtype(len(mid), tuple(widths)))
     hdr["mid"] = np.frombuffer(mid, dtype=np.uint8)
     hdr["magic"] = MAGIC
     hdr["tlen"] = len(topic)
@@ -112,43 +143,24 @@ def encode_batch(
     hdr["qoff"] = queue_offsets
     hdr["born"] = born
     hdr["store"] = store_ms
-    vlen = _lengths(values, n)
-    idlen = _lengths(msg_ids, n)
-    size = vlen + idlen + (HEADER_SIZE + len(mid))
-    flag_arr = np.full(n, flags, dtype=np.uint8)
+    size = vlen + (HEADER_SIZE + len(mid))
     columns: list = [None]  # header slices go first
-    if keys.count(None) == n:
-        pass
-    else:
-        key_parts = [b"" if k is None else k for k in keys]
-        columns.append(key_parts)
-        klen = _lengths(key_parts, n)
-        hdr["klen"] = klen
-        size += klen
-        flag_arr |= (
-            np.fromiter((k is not None for k in keys), dtype=bool, count=n).astype(np.uint8)
-            * FLAG_KEY
-        )
-    if tags.count(None) != n:
-        tag_parts = [b"" if t is None else t for t in tags]
-        columns.append(tag_parts)
-        taglen = _lengths(tag_parts, n)
-        hdr["taglen"] = taglen
-        size += taglen
-        flag_arr |= (
-            np.fromiter((t is not None for t in tags), dtype=bool, count=n).astype(np.uint8)
-            * FLAG_TAG
-        )
+    for i, (name, parts, lens) in enumerate(fields):
+        hdr[name] = lens
+        size += lens
+        if i < len(widths):
+            hdr[f"f{i}"] = parts
+        else:
+            columns.append(parts)
     flag_arr[-1] |= FLAG_BATCH_END
     hdr["flags"] = flag_arr
-    hdr["idlen"] = idlen
     hdr["vlen"] = vlen
     hdr["size"] = size
     head = hdr.tobytes()
-    step = HEADER_SIZE + len(mid)
-    heads = [head[i : i + step] for i in range(0, n * step, step)]
+    step = hdr.dtype.itemsize
+    heads = list(map(head.__getitem__, map(slice, range(0, n * step, step), _ends(step, n))))
     columns[0] = heads
-    columns += [msg_ids, values]
+    columns.append(values)
     crc32 = zlib.crc32
     chained = map(crc32, heads)
     for column in columns[1:]:

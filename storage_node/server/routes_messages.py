@@ -109,29 +109,38 @@ async def produce(request: web.Request) -> web.Response:
         stamps = [m["timestamp"] for m in items]
         given = [m["partition"] for m in items]
     parts = _assign_partitions(rt, topic, cfg.partitions, keys, given)
-    from storage_node.store import MessageIn
-
-    messages = list(map(MessageIn, values, keys, tags, msg_ids, stamps, parts))
     started = time.perf_counter()
-    future = store.submit(topic, messages, producer_id=producer_id, sequence=sequence)
-    results = await asyncio.wrap_future(future)
+    # columns straight into the store: no MessageIn / AppendResult object per message
+    future = store.submit_columns(
+        topic,
+        values,
+        keys,
+        tags,
+        msg_ids,
+        stamps,
+        parts,
+        producer_id=producer_id,
+        sequence=sequence,
+    )
+    done = await asyncio.wrap_future(future)
     metrics.append_seconds.observe(time.perf_counter() - started)
     metrics.append_batches.labels("binary" if binary else "json").inc()
-    metrics.appended_messages.inc(len(messages))
+    metrics.appended_messages.inc(len(done))
     metrics.appended_bytes.inc(sum(map(len, values)))
     if binary:
         return web.json_response(
             {
-                "count": len(results),
-                "partitions": [r.partition for r in results],
-                "offsets": [r.offset for r in results],
-                "msg_ids": [r.msg_id for r in results],
+                "count": len(done),
+                "partitions": done.partitions,
+                "offsets": done.offsets,
+                "msg_ids": done.msg_ids,
             }
         )
     return web.json_response(
         {
             "results": [
-                {"partition": r.partition, "offset": r.offset, "msg_id": r.msg_id} for r in results
+                {"partition": p, "offset": o, "msg_id": m}
+                for p, o, m in zip(done.partitions, done.offsets, done.msg_ids, strict=True)
             ]
         }
     )

@@ -4,6 +4,7 @@ from storage_node.store.config import StoreConfig
 from storage_node.store.partitioning import partition_for_key
 from storage_node.store.store import Store
 from storage_node.store.types import (
+    AppendColumns,
     AppendResult,
     FileInfo,
     LookupResult,
@@ -14,6 +15,7 @@ from storage_node.store.types import (
 )
 
 __all__ = [
+    "AppendColumns",
     "AppendResult",
     "FileInfo",
     "LookupResult",

@@ -21,7 +21,7 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
-from operator import attrgetter
+from operator import attrgetter, is_not
 
 import numpy as np
 
@@ -55,6 +55,7 @@ from storage_node.store.names import check_name
 from storage_node.store.offsets import OffsetStore
 from storage_node.store.topics import TopicRegistry
 from storage_node.store.types import (
+    AppendColumns,
     AppendResult,
     FileInfo,
     LookupResult,
@@ -71,18 +72,6 @@ TAG_SCAN_LIMIT = 20_000
 
 
 _FIELDS = attrgetter("value", "key", "tag", "msg_id", "timestamp", "partition")
-
-
-def _new_results(parts: list[int], offsets: list[int], ids: list[str]) -> list[AppendResult]:
-    """AppendResults built without the frozen-dataclass __init__ (half the cost per message)."""
-    n = len(ids)
-    objs = list(map(object.__new__, repeat(AppendResult, n)))
-    dicts = [
-        {"partition": p, "offset": o, "msg_id": m}
-        for p, o, m in zip(parts, offsets, ids, strict=True)
-    ]
-    list(map(object.__setattr__, objs, repeat("__dict__", n), dicts))
-    return objs
 
 
 @dataclass
@@ -354,6 +343,11 @@ class Store:
         partitions_allowed: Sequence[int] | None = None,
     ) -> concurrent.futures.Future[list[AppendResult]]:
         """``append`` without blocking the caller (for asyncio: ``asyncio.wrap_future``)."""
+        return self._executor().submit(
+            self.append, topic, messages, producer_id, sequence, partitions_allowed
+        )
+
+    def _executor(self) -> concurrent.futures.ThreadPoolExecutor:
         self._check_open()
         if self._pool is None:
             with self._lock:
@@ -361,9 +355,20 @@ class Store:
                     self._pool = concurrent.futures.ThreadPoolExecutor(
                         16, thread_name_prefix="msgstore-append"
                     )
-        return self._pool.submit(
-            self.append, topic, messages, producer_id, sequence, partitions_allowed
-        )
+        return self._pool
+
+    def _start_append(
+        self, topic: str, producer_id: str | None, sequence: int | None
+    ) -> TopicConfig:
+        """Checks every append starts with; resumes after an earlier write error."""
+        self._check_open()
+        cfg = self.topics.get(topic)
+        if self.log._error is not None:
+            self._resume_after_write_error()
+        if producer_id is not None or sequence is not None:
+            check_name("producer", producer_id)
+            _check_int("sequence", sequence, 0, 2**63 - 1)
+        return cfg
 
     def append(
         self,
@@ -374,14 +379,67 @@ class Store:
         partitions_allowed: Sequence[int] | None = None,
     ) -> list[AppendResult]:
         """Append a batch; durable per flush_mode when this returns. See docs/ENGINE_API.md."""
-        self._check_open()
-        cfg = self.topics.get(topic)
-        if self.log._error is not None:
-            self._resume_after_write_error()
-        if producer_id is not None or sequence is not None:
-            check_name("producer", producer_id)
-            _check_int("sequence", sequence, 0, 2**63 - 1)
+        cfg = self._start_append(topic, producer_id, sequence)
         batch = self._prepare(cfg, messages, partitions_allowed)
+        done = self._write_batch(cfg, batch, producer_id, sequence)
+        return done if isinstance(done, list) else done.results()
+
+    def append_columns(
+        self,
+        topic: str,
+        values: Sequence[bytes],
+        keys: Sequence[str | None] | None = None,
+        tags: Sequence[str | None] | None = None,
+        msg_ids: Sequence[str | None] | None = None,
+        timestamps: Sequence[int | None] | None = None,
+        partitions: Sequence[int | None] | None = None,
+        producer_id: str | None = None,
+        sequence: int | None = None,
+        partitions_allowed: Sequence[int] | None = None,
+    ) -> AppendColumns:
+        """``append`` of a batch given as parallel columns (None = not given for all).
+
+        Same validation, durability and idempotency as ``append``; no ``MessageIn`` or
+        ``AppendResult`` object is made per message, which is most of the per-message cost.
+        """
+        cfg = self._start_append(topic, producer_id, sequence)
+        if not isinstance(values, list | tuple) or not values:
+            raise InvalidBatch("a batch needs at least one message")
+        n = len(values)
+        if n > MAX_BATCH:
+            raise InvalidBatch(f"a batch holds at most {MAX_BATCH} messages")
+        columns = []
+        for name, column in (
+            ("keys", keys),
+            ("tags", tags),
+            ("msg_ids", msg_ids),
+            ("timestamps", timestamps),
+            ("partitions", partitions),
+        ):
+            if column is None:
+                column = [None] * n
+            elif not isinstance(column, list | tuple) or len(column) != n:
+                raise InvalidBatch(f"{name} must be a list as long as values ({n})")
+            columns.append(column)
+        batch = self._prepare_columns(cfg, values, *columns, partitions_allowed)
+        done = self._write_batch(cfg, batch, producer_id, sequence)
+        if isinstance(done, list):  # a duplicate batch: the results it had the first time
+            return AppendColumns(
+                [r.partition for r in done], [r.offset for r in done], [r.msg_id for r in done]
+            )
+        return done
+
+    def submit_columns(
+        self, topic: str, values: Sequence[bytes], *args: object, **kwargs: object
+    ) -> concurrent.futures.Future[AppendColumns]:
+        """``append_columns`` without blocking the caller (same arguments)."""
+        return self._executor().submit(self.append_columns, topic, values, *args, **kwargs)
+
+    def _write_batch(
+        self, cfg: TopicConfig, batch: _Batch, producer_id: str | None, sequence: int | None
+    ) -> AppendColumns | list[AppendResult]:
+        """Number and write a validated batch; wait per flush mode. A duplicate batch gets the
+        list of results it had the first time."""
         self.log.backpressure()
         with self._lock:
             self._check_open()
@@ -390,32 +448,46 @@ class Store:
                 if previous is not None:
                     self.counters["duplicate_batches"] += 1
                     target = self.log.end
-                    results = previous
+                    done: AppendColumns | list[AppendResult] = previous
                 else:
-                    results, target = self._append_locked(cfg, batch, producer_id, sequence)
+                    done, target = self._append_locked(cfg, batch, producer_id, sequence)
             else:
-                results, target = self._append_locked(cfg, batch, None, None)
+                done, target = self._append_locked(cfg, batch, None, None)
         if self.log.sync_mode:
             self.log.wait_durable(target)
-        return results
+        return done
 
     def _prepare(
         self, cfg: TopicConfig, messages: Sequence[MessageIn], allowed: Sequence[int] | None
     ) -> _Batch:
-        """Validate a whole batch and do its per-message work that needs no lock.
-
-        Written for batches: fields are pulled out with C-level ``map``/``zip`` and checked
-        by type sets and numpy, so a batch of plain messages costs little Python per message.
-        """
+        """Validate a batch of ``MessageIn``: pull its fields out as columns, then check those."""
         if not isinstance(messages, list | tuple) or not messages:
             raise InvalidBatch("a batch needs at least one message")
-        n = len(messages)
-        if n > MAX_BATCH:
+        if len(messages) > MAX_BATCH:
             raise InvalidBatch(f"a batch holds at most {MAX_BATCH} messages")
         if set(map(type, messages)) != {MessageIn}:
             i = next(i for i, m in enumerate(messages) if type(m) is not MessageIn)
             raise InvalidBatch(f"message {i} is not a MessageIn", index=i)
-        values_t, keys, tags, mids, stamps, parts_in = zip(*map(_FIELDS, messages), strict=True)
+        columns = zip(*map(_FIELDS, messages), strict=True)
+        return self._prepare_columns(cfg, *columns, allowed)  # type: ignore[call-arg]
+
+    def _prepare_columns(
+        self,
+        cfg: TopicConfig,
+        values_t: Sequence[bytes],
+        keys: Sequence[str | None],
+        tags: Sequence[str | None],
+        mids: Sequence[str | None],
+        stamps: Sequence[int | None],
+        parts_in: Sequence[int | None],
+        allowed: Sequence[int] | None,
+    ) -> _Batch:
+        """Validate a whole batch given as parallel columns and do its lock-free work.
+
+        Written for batches: fields are checked by type sets and numpy and encoded with
+        C-level ``map``, so a batch of plain messages costs little Python per message.
+        """
+        n = len(values_t)
         values = list(values_t)
         if set(map(type, values)) != {bytes}:
             for i, v in enumerate(values):
@@ -448,7 +520,7 @@ class Store:
             else:
                 batch.keys_b = [None if k is None else k.encode() for k in keys]
                 rows = np.flatnonzero(
-                    np.fromiter((k is not None for k in keys), dtype=bool, count=n)
+                    np.fromiter(map(is_not, keys, repeat(None)), dtype=bool, count=n)
                 )
                 present = [batch.keys_b[i] for i in rows.tolist()]  # type: ignore[misc]
             if max(map(len, present)) > MAX_KEY_BYTES:
@@ -518,7 +590,7 @@ class Store:
 
     def _append_locked(
         self, cfg: TopicConfig, batch: _Batch, producer_id: str | None, sequence: int | None
-    ) -> tuple[list[AppendResult], int]:
+    ) -> tuple[AppendColumns, int]:
         n = batch.n
         topic = cfg.name
         store_ms = max(_now_ms(), self.last_store_ms)
@@ -598,14 +670,14 @@ class Store:
                 self.msgids.put_run(topic, hour, self.node_ip, first_seq, positions[mask])
         for i, mid in given:
             self.msgids.put(mid, int(positions[i]))
-        results = _new_results(parr.tolist(), qarr.tolist(), ids)
+        done = AppendColumns(parr.tolist(), qarr.tolist(), ids)
         if producer_id is not None:
-            self.dedup.put(producer_id, sequence, results)  # type: ignore[arg-type]
+            self.dedup.put(producer_id, sequence, done.results())  # type: ignore[arg-type]
         c = self.counters
         c["appended_messages"] += n
         c["appended_bytes"] += batch.total
         c["append_batches"] += 1
-        return results, self.log.end
+        return done, self.log.end
 
     def _next_partition(self, topic: str, nparts: int, allowed: set[int] | None) -> int:
         rr = self._rr.get(topic, 0)

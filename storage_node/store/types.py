@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import repeat
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,29 @@ class AppendResult:
     partition: int
     offset: int
     msg_id: str
+
+
+@dataclass(frozen=True)
+class AppendColumns:
+    """Where a batch went, as parallel lists (``append_columns``): no object per message."""
+
+    partitions: list[int]
+    offsets: list[int]
+    msg_ids: list[str]
+
+    def __len__(self) -> int:
+        return len(self.msg_ids)
+
+    def results(self) -> list[AppendResult]:
+        """One AppendResult per message, built without the frozen-dataclass ``__init__``."""
+        n = len(self.msg_ids)
+        objs = list(map(object.__new__, repeat(AppendResult, n)))
+        dicts = [
+            {"partition": p, "offset": o, "msg_id": m}
+            for p, o, m in zip(self.partitions, self.offsets, self.msg_ids, strict=True)
+        ]
+        list(map(object.__setattr__, objs, repeat("__dict__", n), dicts))
+        return objs
 
 
 @dataclass(frozen=True)
