@@ -103,13 +103,17 @@ def encode_batch(
     msg_ids: list[bytes],
     values: list[bytes],
     producer: tuple[bytes, int] | None = None,
-) -> tuple[bytearray, np.ndarray]:
+    join: bool = True,
+) -> tuple[bytearray | list[bytes], np.ndarray]:
     """Encode a batch into one contiguous buffer; returns it and each record's size.
 
     Headers are built as one numpy array, the buffer with a single ``join`` (one copy of
     the values), and the CRCs are computed over the final buffer and patched in, so the
     per-message Python work is one slice. CRCs are chained over the record's pieces with
     C-level ``map`` calls (the CRC field counts as zeros), then patched into the buffer.
+
+    With ``join=False`` the records come back as a list of pieces (header, fields, value
+    bytes as given) for a gathering write: large values are then never copied in Python.
     """
     n = len(values)
     mid = topic
@@ -166,6 +170,13 @@ def encode_batch(
     for column in columns[1:]:
         chained = map(crc32, column, chained)
     crcs = np.fromiter(chained, dtype="<u4", count=n)
+    if not join:
+        hdr["crc"] = crcs
+        head = hdr.tobytes()
+        columns[0] = list(
+            map(head.__getitem__, map(slice, range(0, n * step, step), _ends(step, n)))
+        )
+        return list(chain.from_iterable(zip(*columns, strict=True))), size
     buf = bytearray().join(chain.from_iterable(zip(*columns, strict=True)))
     starts = np.zeros(n, dtype=np.int64)
     np.cumsum(size[:-1], out=starts[1:])

@@ -35,8 +35,12 @@ NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 class Chunk:
     pos: int  # log position of the first byte
     seg: int  # start position of the segment it belongs to
-    data: bytes
+    data: bytes | list[bytes]  # contiguous, or the pieces of whole records (gathering write)
     count: int
+    size: int
+
+    def contiguous(self) -> bytes:
+        return self.data if not isinstance(self.data, list) else b"".join(self.data)
 
 
 class CommitLog:
@@ -124,8 +128,9 @@ class CommitLog:
         self._thread.start()
 
     # ---- append path (caller holds the store's append lock) ---------------------------
-    def append(self, data: bytes, sizes: list[int]) -> np.ndarray:
-        """Queue ``data`` (whole records of ``sizes``); returns each record's position."""
+    def append(self, data: bytes | list[bytes], sizes: np.ndarray) -> np.ndarray:
+        """Queue ``data`` (whole records of ``sizes``, contiguous or as a list of pieces);
+        returns each record's position."""
         if self._error is not None:
             raise self._error
         if self._closing:
@@ -136,7 +141,9 @@ class CommitLog:
         if n > 1:
             np.cumsum(sizes[:-1], out=rel[1:])
         positions = rel + base
-        total = len(data)
+        total = int(rel[-1]) + int(sizes[-1])
+        if isinstance(data, list) and total > self.segment_bytes - self.fill_bytes:
+            data = b"".join(data)  # a batch that crosses a segment boundary is cut as bytes
         chunks: list[Chunk] = []
         done = 0
         off = 0
@@ -162,7 +169,7 @@ class CommitLog:
                 self.fill_bytes = 0
                 continue
             piece = data if (off == 0 and take == n) else data[off : off + take_bytes]
-            chunks.append(Chunk(base + off, self.fill_seg, piece, take))
+            chunks.append(Chunk(base + off, self.fill_seg, piece, take, take_bytes))
             self.fill_bytes += take_bytes
             off += take_bytes
             done += take
@@ -289,7 +296,7 @@ class CommitLog:
         if sync_now:
             self._last_fsync = time.monotonic()
         with self._cond:
-            end = batch[-1].pos + len(batch[-1].data) if batch else self.written_end
+            end = batch[-1].pos + batch[-1].size if batch else self.written_end
             self.written_end = end
             if sync_now:
                 self.durable_end = end
@@ -340,17 +347,28 @@ class CommitLog:
         while i < len(batch):
             seg = batch[i].seg
             j = i
-            while j < len(batch) and batch[j].seg == seg and j - i < IOV_MAX:
+            bufs: list[bytes] = []
+            want = 0
+            while j < len(batch) and batch[j].seg == seg and len(bufs) < IOV_MAX:
+                c = batch[j]
+                if isinstance(c.data, list):
+                    bufs.extend(c.data)
+                else:
+                    bufs.append(c.data)
+                want += c.size
                 j += 1
             if seg != self._write_seg:
                 self._open_for_write(seg)
             if not touched or touched[-1][0] != seg:
                 touched.append((seg, os.fstat(self._write_fd).st_size))
-            bufs = [c.data for c in batch[i:j]]
-            want = sum(len(b) for b in bufs)
-            got = os.writev(self._write_fd, bufs)
-            if got != want:
-                write_all(self._write_fd, b"".join(bufs)[got:])
+            got = 0
+            for k in range(0, len(bufs), IOV_MAX):
+                group = bufs[k : k + IOV_MAX]
+                step = sum(map(len, group))
+                done = os.writev(self._write_fd, group)
+                if done != step:
+                    write_all(self._write_fd, b"".join(group)[done:])
+                got += step
             self.stats["bytes_written"] += want
             i = j
         if sync_now:
@@ -373,9 +391,9 @@ class CommitLog:
                 return None
             chunks = self._flushing + self._active
         i = bisect.bisect_right([c.pos for c in chunks], pos) - 1
-        if i < 0 or pos >= chunks[i].pos + len(chunks[i].data):
+        if i < 0 or pos >= chunks[i].pos + chunks[i].size:
             raise OffsetOutOfRange(f"log position {pos} is beyond the end of the log")
-        return chunks[i].data, pos - chunks[i].pos
+        return chunks[i].contiguous(), pos - chunks[i].pos
 
     def read(self, pos: int) -> Record:
         """The record at log position ``pos`` (CRC-checked; CorruptData if it fails)."""

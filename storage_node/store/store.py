@@ -69,6 +69,9 @@ MAX_BATCH = 100_000
 MAX_READ_MESSAGES = 10_000
 MAX_LOOKUP = 10_000
 TAG_SCAN_LIMIT = 20_000
+# batches whose values average this much are written from their own bytes (writev of the
+# pieces) instead of being copied into one buffer first
+GATHER_MIN_VALUE_BYTES = 1024
 
 
 _FIELDS = attrgetter("value", "key", "tag", "msg_id", "timestamp", "partition")
@@ -647,6 +650,7 @@ class Store:
             ids_b,
             batch.values,
             producer,
+            join=batch.total < GATHER_MIN_VALUE_BYTES * n,
         )
         positions = self.log.append(data, sizes)
         self.last_store_ms = store_ms
