@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from itertools import repeat
 
@@ -37,11 +38,17 @@ class Message:
     value: bytes
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AppendResult:
     partition: int
     offset: int
     msg_id: str
+
+
+# slot setters: AppendColumns.results() fills thousands of results without __init__
+_SET_PARTITION = AppendResult.partition.__set__  # type: ignore[attr-defined]
+_SET_OFFSET = AppendResult.offset.__set__  # type: ignore[attr-defined]
+_SET_MSG_ID = AppendResult.msg_id.__set__  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -56,14 +63,13 @@ class AppendColumns:
         return len(self.msg_ids)
 
     def results(self) -> list[AppendResult]:
-        """One AppendResult per message, built without the frozen-dataclass ``__init__``."""
+        """One AppendResult per message, built without the frozen-dataclass ``__init__``:
+        C-level slot stores, and no dict per message for the garbage collector to track."""
         n = len(self.msg_ids)
         objs = list(map(object.__new__, repeat(AppendResult, n)))
-        dicts = [
-            {"partition": p, "offset": o, "msg_id": m}
-            for p, o, m in zip(self.partitions, self.offsets, self.msg_ids, strict=True)
-        ]
-        list(map(object.__setattr__, objs, repeat("__dict__", n), dicts))
+        deque(map(_SET_PARTITION, objs, self.partitions), 0)
+        deque(map(_SET_OFFSET, objs, self.offsets), 0)
+        deque(map(_SET_MSG_ID, objs, self.msg_ids), 0)
         return objs
 
 
