@@ -36,6 +36,16 @@ def load_job(name: str):
 
 
 @pytest.fixture(scope="session")
+def ingest_job():
+    return load_job("ingest")
+
+
+@pytest.fixture(scope="session")
+def compact_job():
+    return load_job("compact")
+
+
+@pytest.fixture(scope="session")
 def spark():
     import msgstore_spark
     from pyspark.sql import SparkSession

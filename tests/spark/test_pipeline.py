@@ -14,7 +14,6 @@ import pytest
 from pyspark.sql import functions as F
 
 from storage_node.sample_data import ensure_sample_file
-from tests.spark.conftest import load_job
 
 pytestmark = pytest.mark.spark
 
@@ -58,8 +57,8 @@ def sample_json(tmp_path_factory):
     return ensure_sample_file(tmp_path_factory.mktemp("sample") / "orders.jsonl", ROWS)
 
 
-def test_ingest_json_reads_back_equal(spark, endpoints, sample_json):
-    ingest = load_job("ingest")
+def test_ingest_json_reads_back_equal(spark, endpoints, sample_json, ingest_job):
+    ingest = ingest_job
     summary = ingest.ingest(spark, ingest_args(endpoints, "orders-json", sample_json, "json"))
     assert summary["rows"] == ROWS and summary["status"] == "committed"
 
@@ -80,10 +79,10 @@ def test_ingest_json_reads_back_equal(spark, endpoints, sample_json):
     assert per_key.where("n > 1").count() == 0
 
 
-def test_ingest_parquet_reads_back_equal(spark, endpoints, sample_json, tmp_path):
+def test_ingest_parquet_reads_back_equal(spark, endpoints, sample_json, tmp_path, ingest_job):
     parquet = tmp_path / "orders.parquet"
     spark.read.json(str(sample_json)).write.parquet(str(parquet))
-    ingest = load_job("ingest")
+    ingest = ingest_job
     summary = ingest.ingest(spark, ingest_args(endpoints, "orders-parquet", parquet, "parquet"))
     assert summary["rows"] == ROWS
 
@@ -285,7 +284,7 @@ def test_streaming_read_sees_new_messages_and_stream_write_copies(
     assert got == sorted(f"new-{i}" for i in range(300))  # only what came after the start
 
 
-def test_compact_job_moves_files_and_keeps_answers(spark, endpoints, client, cluster):
+def test_compact_job_moves_files_and_keeps_answers(spark, endpoints, client, compact_job):
     # lookups before: by key, by message ID and by offset, on the JSON topic's data
     sample = client.read("orders-json", 0, offset=0, max_messages=5)["messages"]
     keys = sorted({m["key"] for m in sample})
@@ -293,7 +292,7 @@ def test_compact_job_moves_files_and_keeps_answers(spark, endpoints, client, clu
     before_ids = {m["msg_id"]: client.get_message(m["msg_id"]) for m in sample}
     before_page = client.read("orders-json", 1, offset=100, max_messages=50)
 
-    compact = load_job("compact")
+    compact = compact_job
     args = argparse.Namespace(endpoints=endpoints, seal=True, token=None, master=None)
     summary = compact.compact(spark, args)
     assert summary["files"] >= 6 and summary["compacted"] == summary["files"]
