@@ -37,6 +37,8 @@ lint: $(STAMP)
 
 bench: system $(STAMP)
 	$(PY) bench/engine.py
+	$(PY) bench/node.py
+	$(PY) bench/spark.py
 
 controlplane:
 	bash tests/controlplane/build.sh
