@@ -26,7 +26,7 @@ run: system $(STAMP)
 ## make test: lint, then every test from unit to Kubernetes end-to-end
 test: system $(STAMP)
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -rs -p no:cacheprovider
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -x -m "not k8s and not spark and not slow"
