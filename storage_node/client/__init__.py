@@ -2,11 +2,13 @@
 
 Both read the routing table from any node, send each partition's messages to its owner in
 binary batches, retry with the same (producer id, sequence) so resends never duplicate,
-and follow ``421`` answers to the owning node.
+and follow ``421`` answers to the owning node. ``read_columns`` / ``lookup_key_columns``
+fetch pages in the binary read framing as numpy columns (``ReadColumns``).
 """
 
 from storage_node.client.async_client import AsyncClient
 from storage_node.client.common import Forbidden, OutMessage, Unauthenticated
 from storage_node.client.sync_client import Client
+from storage_node.server.batch_codec import ReadColumns
 
-__all__ = ["AsyncClient", "Client", "Forbidden", "OutMessage", "Unauthenticated"]
+__all__ = ["AsyncClient", "Client", "Forbidden", "OutMessage", "ReadColumns", "Unauthenticated"]

@@ -10,21 +10,27 @@ from urllib.parse import quote
 import aiohttp
 
 from storage_node.client.common import (
+    COLUMNS_ACCEPT,
     OutMessage,
     RoutingCache,
     SequenceSource,
     SubBatch,
     auth_headers,
+    columns_from_answer,
     encode_sub_batch,
     error_from_response,
     is_retryable,
+    key_path,
     normalize_endpoints,
     plan_sub_batches,
+    read_params,
+    read_path,
     redirect_target,
     results_from_answer,
     to_out_message,
 )
 from storage_node.errors import MsgStoreError, NotOwner, Unavailable
+from storage_node.server.batch_codec import ReadColumns
 
 
 class AsyncClient:
@@ -80,12 +86,17 @@ class AsyncClient:
         data: bytes | None = None,
         content_type: str | None = None,
         params: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+        raw: bool = False,
     ) -> Any:
-        headers = {"Content-Type": content_type} if content_type else {}
+        """One HTTP call; ``raw`` answers (content type, body bytes) instead of parsed JSON."""
+        hdrs = dict(headers or {})
+        if content_type:
+            hdrs["Content-Type"] = content_type
         query = {k: str(v) for k, v in (params or {}).items() if v is not None}
         try:
             async with self._client_session().request(
-                method, address + path, json=json_body, data=data, params=query, headers=headers
+                method, address + path, json=json_body, data=data, params=query, headers=hdrs
             ) as resp:
                 if resp.status >= 400:
                     try:
@@ -93,6 +104,8 @@ class AsyncClient:
                     except ValueError:
                         body = await resp.text()
                     raise error_from_response(resp.status, body)
+                if raw:
+                    return resp.headers.get("Content-Type"), await resp.read()
                 return await resp.json(content_type=None)
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise Unavailable(f"cannot reach {address}: {exc}", address=address) from None
@@ -227,24 +240,54 @@ class AsyncClient:
         start_time: int | None = None,
         end_time: int | None = None,
     ) -> dict[str, Any]:
-        params = {
-            "offset": offset,
-            "max_messages": max_messages,
-            "max_bytes": max_bytes,
-            "tag": tag,
-            "start_time": start_time,
-            "end_time": end_time,
-        }
-        path = f"/v1/topics/{quote(topic, safe='')}/partitions/{partition}/messages"
-        return await self._owner_request(topic, partition, "GET", path, params=params)
+        params = read_params(offset, max_messages, max_bytes, tag, start_time, end_time)
+        return await self._owner_request(
+            topic, partition, "GET", read_path(topic, partition), params=params
+        )
+
+    async def read_columns(
+        self,
+        topic: str,
+        partition: int,
+        offset: int | None = None,
+        max_messages: int = 100,
+        max_bytes: int | None = None,
+        tag: str | None = None,
+        start_time: int | None = None,
+        end_time: int | None = None,
+    ) -> ReadColumns:
+        """The same page as ``read`` in the binary read framing, decoded to numpy columns."""
+        params = read_params(offset, max_messages, max_bytes, tag, start_time, end_time)
+        content_type, body = await self._owner_request(
+            topic,
+            partition,
+            "GET",
+            read_path(topic, partition),
+            params=params,
+            headers=COLUMNS_ACCEPT,
+            raw=True,
+        )
+        return columns_from_answer(content_type, body)
 
     async def lookup_key(
         self, topic: str, key: str, begin: int = 0, end: int | None = None, max_count: int = 32
     ) -> dict[str, Any]:
-        path = f"/v1/topics/{quote(topic, safe='')}/keys/{quote(key, safe='')}"
         return await self._any_node(
-            "GET", path, params={"begin": begin, "end": end, "max": max_count}
+            "GET", key_path(topic, key), params={"begin": begin, "end": end, "max": max_count}
         )
+
+    async def lookup_key_columns(
+        self, topic: str, key: str, begin: int = 0, end: int | None = None, max_count: int = 32
+    ) -> ReadColumns:
+        """``lookup_key`` in the binary read framing (newest first)."""
+        content_type, body = await self._any_node(
+            "GET",
+            key_path(topic, key),
+            params={"begin": begin, "end": end, "max": max_count},
+            headers=COLUMNS_ACCEPT,
+            raw=True,
+        )
+        return columns_from_answer(content_type, body)
 
     async def get_message(self, msg_id: str) -> dict[str, Any]:
         return await self._any_node("GET", f"/v1/messages/{quote(msg_id, safe='')}")

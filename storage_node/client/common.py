@@ -12,11 +12,17 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 from storage_node import errors as errors_module
 from storage_node.errors import InvalidArgument, MsgStoreError, NotOwner, Unavailable
 from storage_node.server.batch_codec import CONTENT_TYPE as BATCH_CONTENT_TYPE
-from storage_node.server.batch_codec import encode_batch
+from storage_node.server.batch_codec import (
+    MalformedAnswer,
+    ReadColumns,
+    decode_read_answer,
+    encode_batch,
+)
 from storage_node.server.routing_table import RoutingTable, parse_routing
 from storage_node.store.partitioning import partition_for_key
 
@@ -286,3 +292,44 @@ def redirect_target(err: BaseException) -> str | None:
         owner = err.details.get("owner")
         return str(owner) if owner else None
     return None
+
+
+# -- reads ---------------------------------------------------------------------------------
+COLUMNS_ACCEPT = {"Accept": BATCH_CONTENT_TYPE}  # ask for the binary read framing
+
+
+def read_path(topic: str, partition: int) -> str:
+    return f"/v1/topics/{quote(topic, safe='')}/partitions/{partition}/messages"
+
+
+def key_path(topic: str, key: str) -> str:
+    return f"/v1/topics/{quote(topic, safe='')}/keys/{quote(key, safe='')}"
+
+
+def read_params(
+    offset: int | None,
+    max_messages: int,
+    max_bytes: int | None,
+    tag: str | None,
+    start_time: int | None,
+    end_time: int | None,
+) -> dict[str, Any]:
+    return {
+        "offset": offset,
+        "max_messages": max_messages,
+        "max_bytes": max_bytes,
+        "tag": tag,
+        "start_time": start_time,
+        "end_time": end_time,
+    }
+
+
+def columns_from_answer(content_type: str | None, body: bytes) -> ReadColumns:
+    """Decode a binary read answer; a JSON answer means the node cannot frame reads."""
+    media = (content_type or "").split(";")[0].strip().lower()
+    if media != BATCH_CONTENT_TYPE:
+        raise MalformedAnswer(
+            f"asked for {BATCH_CONTENT_TYPE} but the node answered {media or 'no content type'}"
+            " (a node without binary reads?)"
+        )
+    return decode_read_answer(body)

@@ -27,6 +27,20 @@ def _ok(description: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"description": description, "content": _json(schema)}
 
 
+def _ok_or_columns(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """A read answer: JSON by default, the binary read framing when Accept asks for it."""
+    return {
+        "description": (
+            f"{description}. With 'Accept: {BATCH_CONTENT_TYPE}' the same answer comes as "
+            "columns in the read framing of docs/BATCH_FORMAT.md"
+        ),
+        "content": {
+            **_json(schema),
+            BATCH_CONTENT_TYPE: {"schema": {"type": "string", "format": "binary"}},
+        },
+    }
+
+
 def _error(description: str) -> dict[str, Any]:
     return {"description": description, "content": _json(_ref("Error"))}
 
@@ -396,7 +410,7 @@ def _paths() -> dict[str, Any]:
             "post": {
                 "summary": "append a batch; answers once durable per the flush policy",
                 "description": (
-                    "Without a partition a message goes to crc32(key) % partitions, or "
+                    "Without a partition a message goes to key_hash(key) % partitions, or "
                     "round-robin over this node's partitions without a key. A repeated "
                     "(producer_id, sequence) returns the first answer and writes nothing. "
                     f"{BATCH_CONTENT_TYPE} bodies use the framing of docs/BATCH_FORMAT.md."
@@ -456,7 +470,9 @@ def _paths() -> dict[str, Any]:
                     _param("tag", "query", {"type": "string"}, "only messages with this tag"),
                 ],
                 "responses": {
-                    "200": _ok("messages and the offset to continue from", _ref("ReadResult")),
+                    "200": _ok_or_columns(
+                        "messages and the offset to continue from", _ref("ReadResult")
+                    ),
                     **_errors("400", "404", "421", "503", "401"),
                 },
             }
@@ -478,7 +494,9 @@ def _paths() -> dict[str, Any]:
                     SCOPE,
                 ],
                 "responses": {
-                    "200": _ok("matches; limit_reached says more exist", _ref("LookupResult")),
+                    "200": _ok_or_columns(
+                        "matches; limit_reached says more exist", _ref("LookupResult")
+                    ),
                     **_errors("400", "404", "503", "401"),
                 },
             }

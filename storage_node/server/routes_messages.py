@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import time
-import zlib
 from typing import Any
 
 from aiohttp import web
@@ -13,15 +13,21 @@ from aiohttp import web
 from storage_node.errors import InvalidArgument, InvalidBatch, NotFound
 from storage_node.server.app_keys import metrics_of, runtime_of
 from storage_node.server.batch_codec import CONTENT_TYPE as BATCH_CONTENT_TYPE
-from storage_node.server.batch_codec import decode_batch
+from storage_node.server.batch_codec import (
+    accepts_read_columns,
+    decode_batch,
+    encode_read_answer,
+)
 from storage_node.server.message_json import message_to_json, parse_batch_json
 from storage_node.server.params import path_int, query_int, scope_param, topic_param
 from storage_node.server.routes_topics import get_topic_config
 from storage_node.server.runtime import NodeRuntime
+from storage_node.store import Message, partition_for_key
 
 MAX_READ_MESSAGES = 10_000
 MAX_READ_BYTES = 64 * 1024 * 1024
 MAX_LOOKUP = 10_000
+VARY = {"Vary": "Accept"}  # GET answers differ by Accept (JSON or the binary read framing)
 
 
 def _assign_partitions(
@@ -42,7 +48,7 @@ def _assign_partitions(
         if part is not None:
             out.append(part)
         elif key is not None:
-            out.append(zlib.crc32(key.encode("utf-8")) % partitions)
+            out.append(partition_for_key(key, partitions))
         else:
             out.append(-1)
             rr_needed = True
@@ -165,8 +171,9 @@ async def read_partition(request: web.Request) -> web.Response:
     max_messages = query_int(request, "max_messages", 100, 1, MAX_READ_MESSAGES)
     max_bytes = query_int(request, "max_bytes", 1024 * 1024, 1, MAX_READ_BYTES)
     tag = request.query.get("tag") or None
+    binary = accepts_read_columns(request.headers.get("Accept"))
 
-    def work() -> dict[str, Any]:
+    def work() -> dict[str, Any] | bytes:
         start = offset
         if start_time is not None:
             start = store.offset_for_timestamp(topic, partition, start_time)
@@ -185,6 +192,8 @@ async def read_partition(request: web.Request) -> web.Response:
                     next_offset = m.offset
                     end_reached = True
                     break
+        if binary:
+            return encode_read_answer(messages, next_offset, end_reached=end_reached)
         doc: dict[str, Any] = {
             "messages": [message_to_json(m) for m in messages],
             "next_offset": next_offset,
@@ -193,11 +202,35 @@ async def read_partition(request: web.Request) -> web.Response:
             doc["end_reached"] = end_reached
         return doc
 
-    return web.json_response(await rt.in_thread(work))
+    return _answer(await rt.in_thread(work))
 
 
-def _newest_first(doc: dict[str, Any]) -> tuple[int, int, str]:
-    return (doc["store_timestamp"], doc["timestamp"], doc["msg_id"])
+def _answer(answer: dict[str, Any] | bytes) -> web.Response:
+    """JSON or the binary read framing, whichever the request's Accept header chose."""
+    if isinstance(answer, bytes):
+        return web.Response(body=answer, content_type=BATCH_CONTENT_TYPE, headers=VARY)
+    return web.json_response(answer, headers=VARY)
+
+
+def _newest_first(m: Message) -> tuple[int, int, str]:
+    return (m.store_timestamp, m.timestamp, m.msg_id)
+
+
+def _message_from_json(doc: dict[str, Any]) -> Message:
+    """A peer's JSON message back as a Message, so local and peer matches merge as one list."""
+    text = doc.get("value")
+    value = text.encode("utf-8") if text is not None else base64.b64decode(doc["value_base64"])
+    return Message(
+        doc["topic"],
+        doc["partition"],
+        doc["offset"],
+        doc.get("key"),
+        doc.get("tag"),
+        doc["msg_id"],
+        doc["timestamp"],
+        doc["store_timestamp"],
+        value,
+    )
 
 
 async def lookup_key(request: web.Request) -> web.Response:
@@ -213,8 +246,9 @@ async def lookup_key(request: web.Request) -> web.Response:
         raise InvalidArgument(f"begin ({begin}) is after end ({end})")
     await get_topic_config(rt, topic)
     store = rt.require_store()
+    binary = accepts_read_columns(request.headers.get("Accept"))
     result = await rt.in_thread(store.lookup_key, topic, key, begin, end, max_count)
-    messages = [message_to_json(m) for m in result.messages]
+    messages = list(result.messages)
     limit_reached = bool(result.limit_reached)
     unreachable: list[str] = []
     if scope == "cluster":
@@ -228,14 +262,22 @@ async def lookup_key(request: web.Request) -> web.Response:
             if isinstance(answer, BaseException):
                 unreachable.append(peer_id)
             elif answer is not None:
-                messages.extend(answer["messages"])
+                messages.extend(_message_from_json(m) for m in answer["messages"])
                 limit_reached = limit_reached or bool(answer.get("limit_reached"))
         messages.sort(key=_newest_first, reverse=True)
         if len(messages) > max_count:
             messages = messages[:max_count]
             limit_reached = True
-    return web.json_response(
-        {"messages": messages, "limit_reached": limit_reached, "unreachable_nodes": unreachable}
+    if binary:
+        meta = {"unreachable_nodes": unreachable} if unreachable else None
+        body = encode_read_answer(messages, None, limit_reached=limit_reached, meta=meta)
+        return _answer(body)
+    return _answer(
+        {
+            "messages": [message_to_json(m) for m in messages],
+            "limit_reached": limit_reached,
+            "unreachable_nodes": unreachable,
+        }
     )
 
 
