@@ -281,53 +281,46 @@ def engine_open(data_dir: Path, **overrides: object) -> object:
     return store
 
 
-def engine_messages(keys: list[str | None], values: list[bytes]) -> list:
-    from storage_node.store import MessageIn
-
-    return [MessageIn(value=v, key=k) for k, v in zip(keys, values, strict=True)]
-
-
 def engine_append_single(data_dir: Path, keys: list[str], values: list[bytes], batch: int) -> float:
-    """Messages per second for one producer with ``async`` flush."""
-    messages = engine_messages(keys, values)
-    batches = [messages[i : i + batch] for i in range(0, len(messages), batch)]
+    """Messages per second for one producer with ``async`` flush (columns API, as SQLite
+    gets its rows as prepared tuples)."""
     store = engine_open(data_dir, flush_mode="async")
     try:
         start = time.perf_counter()
-        for chunk in batches:
-            store.append(TOPIC, chunk)
+        for i in range(0, len(values), batch):
+            store.append_columns(TOPIC, values[i : i + batch], keys[i : i + batch])
         elapsed = time.perf_counter() - start
     finally:
         store.close()
-    return len(messages) / elapsed
+    return len(values) / elapsed
 
 
-def engine_append_threads(data_dir: Path, per_thread: list[list], batch: int) -> float:
+def engine_append_threads(
+    data_dir: Path, per_thread: list[tuple[list[str], list[bytes]]], batch: int
+) -> float:
     """Messages per second for N threads with ``sync`` flush (each batch acknowledged after fsync)."""
     store = engine_open(data_dir, flush_mode="sync")
 
     def work(index: int) -> None:
-        messages = per_thread[index]
-        for i in range(0, len(messages), batch):
-            store.append(TOPIC, messages[i : i + batch])
+        keys, values = per_thread[index]
+        for i in range(0, len(values), batch):
+            store.append_columns(TOPIC, values[i : i + batch], keys[i : i + batch])
 
     try:
         elapsed = run_threads(work, len(per_thread))
     finally:
         store.close()
-    return sum(len(m) for m in per_thread) / elapsed
+    return sum(len(v) for _k, v in per_thread) / elapsed
 
 
 def engine_append_bytes(data_dir: Path, values: list[bytes], batch: int) -> float:
     """MB/s of message bodies appended with ``async`` flush, timed up to the fsyncing close."""
     total = sum(len(v) for v in values)
-    messages = engine_messages([None] * len(values), values)
-    batches = [messages[i : i + batch] for i in range(0, len(messages), batch)]
     store = engine_open(data_dir, flush_mode="async")
     start = time.perf_counter()
     try:
-        for chunk in batches:
-            store.append(TOPIC, chunk)
+        for i in range(0, len(values), batch):
+            store.append_columns(TOPIC, values[i : i + batch])
     finally:
         store.close()
     elapsed = time.perf_counter() - start
@@ -389,8 +382,7 @@ def bench_append_100b_sync(ws: Workspace, sizes: Sizes, quick: bool) -> None:
     def engine_run() -> float:
         path = ws.fresh("engine-sync")
         try:
-            engine_per_thread = [engine_messages(k, v) for k, v in zip(keys, values, strict=True)]
-            return engine_append_threads(path, engine_per_thread, batch)
+            return engine_append_threads(path, list(zip(keys, values, strict=True)), batch)
         finally:
             ws.drop(path)
 
@@ -475,11 +467,10 @@ def bench_lookups(ws: Workspace, sizes: Sizes, quick: bool) -> None:
     offsets = np.zeros(count, dtype=np.int64)
     msg_ids: list[str] = []
     for i in range(0, count, 1000):
-        results = store.append(TOPIC, engine_messages(keys[i : i + 1000], values[i : i + 1000]))
-        partitions[i : i + len(results)] = [r.partition for r in results]
-        offsets[i : i + len(results)] = [r.offset for r in results]
-        msg_ids.extend(r.msg_id for r in results)
-    del results
+        done = store.append_columns(TOPIC, values[i : i + 1000], keys[i : i + 1000])
+        partitions[i : i + len(done)] = done.partition_array
+        offsets[i : i + len(done)] = done.offset_array
+        msg_ids.extend(done.msg_ids)
     store.close()
 
     peer_dir = ws.fresh("sqlite-lookup")

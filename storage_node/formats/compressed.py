@@ -3,11 +3,11 @@
 Layout::
 
     header  : b"MSLZ" u16 version u16 codec (0 stored, 1 LZ4) u64 raw_size
-    blocks  : LZ4 block-compressed (or stored) chunks, each ending on a record boundary
+    blocks  : LZ4 block-compressed (or stored) chunks, each ending on a record-frame boundary
     index   : per block (u64 raw_offset, u64 file_offset, u32 comp_len, u32 raw_len, u32 crc)
     footer  : u64 index_offset u32 block_count u32 raw_crc u32 index_crc b"MSLZ"
 
-A random read decompresses exactly one block (a record bigger than 64 KiB gets a block of its
+A random read decompresses exactly one block (a frame bigger than 64 KiB gets a block of its
 own). ``raw_crc`` covers the original segment so a rewrite done elsewhere (a Spark executor)
 can be proven identical before it replaces the original.
 """
@@ -49,17 +49,17 @@ INDEX_DTYPE = np.dtype(
 
 
 def _block_bounds(raw: bytes | memoryview) -> list[tuple[int, int]]:
-    """Split ``raw`` into runs of whole records of at most BLOCK_RAW_TARGET bytes."""
+    """Split ``raw`` into runs of whole frames of at most BLOCK_RAW_TARGET bytes."""
     bounds = []
     n = len(raw)
     start = off = 0
     unpack = PREFIX.unpack_from
     while off < n:
         if n - off < 8:
-            raise CorruptData(f"segment ends inside a record header at {off}")
+            raise CorruptData(f"segment ends inside a frame header at {off}")
         size = unpack(raw, off)[0]
         if size < 8 or off + size > n:
-            raise CorruptData(f"segment has a bad record length at {off}")
+            raise CorruptData(f"segment has a bad frame length at {off}")
         if off > start and off + size - start > BLOCK_RAW_TARGET:
             bounds.append((start, off))
             start = off
@@ -176,7 +176,7 @@ class CompressedSegmentReader:
         return raw
 
     def read_at(self, rel: int) -> tuple[bytes, int]:
-        """(block bytes, offset of ``rel`` inside them) for the record starting at ``rel``."""
+        """(block bytes, offset of ``rel`` inside them) for the record row at ``rel``."""
         if rel < 0 or rel >= self.raw_size:
             raise CorruptData(f"position {rel} outside compressed segment")
         i = bisect.bisect_right(self._raw_offsets, rel) - 1

@@ -19,7 +19,6 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-import zlib
 from collections.abc import Iterator
 
 import numpy as np
@@ -33,11 +32,6 @@ VERSION = 1
 ITEM = struct.Struct("<IQII")
 ITEM_DTYPE = np.dtype([("hash", "<u4"), ("pos", "<u8"), ("tsec", "<u4"), ("prev", "<u4")])
 assert ITEM_DTYPE.itemsize == ITEM.size == 20
-
-
-def key_hash(topic: str, key: str) -> int:
-    """Hash of ``topic#key`` stored in items; lookups still compare the real key."""
-    return zlib.crc32(f"{topic}#{key}".encode())
 
 
 def file_size(slots: int, items: int) -> int:

@@ -22,6 +22,7 @@ import numpy as np
 
 from storage_node.backend.files import ensure_dir, pread_exact, pwrite_all
 from storage_node.errors import InvalidArgument
+from storage_node.formats.packed import PackedColumn
 
 SEGMENT_ENTRIES = 4096
 ENTRY = struct.Struct("<Q")
@@ -53,6 +54,26 @@ def ip_to_int(ip: str) -> int:
 
 def format_msg_id(app: str, ip: int, hour: int, seq: int) -> str:
     return f"{app}-{ip:08x}-{hour}-{seq}"
+
+
+def numbered_ids(prefix: bytes, first_seq: int, n: int) -> PackedColumn:
+    """IDs ``prefix + str(seq)`` for seq in first_seq..first_seq+n-1, built as one digit
+    matrix per decimal width instead of one string format per message."""
+    seqs = np.arange(first_seq, first_seq + n, dtype=np.int64)
+    widths = np.searchsorted(_POW10, seqs, side="right")
+    widths[seqs == 0] = 1
+    head = np.frombuffer(prefix, dtype=np.uint8)
+    parts = []
+    for w in np.unique(widths).tolist():
+        run = seqs[widths == w]
+        rows = np.empty((len(run), len(prefix) + w), dtype=np.uint8)
+        rows[:, : len(prefix)] = head
+        rows[:, len(prefix) :] = (run[:, None] // _POW10[w - 1 :: -1][:w]) % 10 + 48
+        parts.append(rows.tobytes())
+    return PackedColumn(b"".join(parts), widths + len(prefix))
+
+
+_POW10 = 10 ** np.arange(19, dtype=np.int64)
 
 
 def valid_app(app: str) -> bool:

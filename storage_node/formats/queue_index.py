@@ -15,6 +15,7 @@ import zlib
 import numpy as np
 
 from storage_node.backend.files import ensure_dir, pread_exact, pwrite_all, remove_file
+from storage_node.formats.packed import PackedColumn
 
 ENTRY_DTYPE = np.dtype([("pos", "<u8"), ("size", "<u4"), ("tag", "<u8")])
 ENTRY_SIZE = ENTRY_DTYPE.itemsize
@@ -25,6 +26,11 @@ assert ENTRY_SIZE == 20
 def tag_hash(tag: bytes | None) -> int:
     """0 for no tag; a tag hashing to 0 is still checked against the record's real tag."""
     return 0 if tag is None else zlib.crc32(tag) + 1
+
+
+def tag_hashes(tags: PackedColumn) -> np.ndarray:
+    """``tag_hash`` of every tag of a packed column (tags are rare: one call per tag)."""
+    return np.fromiter(map(tag_hash, tags.to_list()), dtype=np.uint64, count=len(tags.lens))
 
 
 class QueueIndex:

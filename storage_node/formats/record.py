@@ -1,16 +1,25 @@
-"""Commit-log record codec.
+"""Commit-log record frames: a batch of records as columns, one CRC per frame.
 
-A record is self-describing so every index can be rebuilt from the log alone::
+An appended batch is cut into frames of about ``FRAME_TARGET`` bytes of whole records (a
+record bigger than that gets a frame of its own; records never straddle frames). A frame
+stores its records column by column, like a Kafka record batch, so encoding a batch is a
+few array operations and one ``join``, not work per record::
 
-    u32 length (whole record)  u32 crc32 (of the whole record, this field counted as zeros)
-    u8 magic  u8 flags  u8 topic_len  u16 partition  u64 queue_offset
-    i64 born_ms  i64 store_ms  u16 key_len  u16 tag_len  u8 msg_id_len  u32 value_len
-    [flags & PRODUCER: u8 producer_len, producer, u64 sequence]
-    topic, key, tag, msg_id, value
+    header : u32 frame_len  u32 crc32 (of bytes 8..frame_len)
+             u8 magic  u8 flags  u16 count  u8 topic_len  u8 producer_len  u16 reserved
+             i64 store_ms  u64 sequence                                    (32 bytes)
+    rows   : count x 48 bytes, one per record:
+             u16 index  u16 partition  u8 flags  u8 msg_id_len  u16 key_len  u16 tag_len
+             u16 reserved  u64 queue_offset  i64 born_ms
+             u32 key_off  u32 tag_off  u32 msg_id_off  u32 value_off  u32 value_len
+    topic, producer id, then every key, every tag, every message ID, every value
 
-``flags`` tells a missing key/tag (None) from an empty one and marks the last record of
-each appended batch, so recovery can drop a batch that a crash cut in half. Batches are encoded with one
-``bytes.join`` so the per-message Python work stays small.
+Offsets count from the frame's first byte. A record's log position is the position of its
+row; the row's ``index`` leads back to the frame header, so a read fetches one frame, checks
+its CRC and decodes one row. Records stay self-describing (topic, partition, queue offset,
+timestamps, key, tag, message ID, producer and sequence, value), so every index can be
+rebuilt from the log alone. ``flags`` of the last frame of a batch carries ``BATCH_END``:
+recovery keeps whole batches only.
 """
 
 from __future__ import annotations
@@ -18,33 +27,44 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass
-from functools import lru_cache
-from itertools import chain, repeat
-from operator import is_not
 
 import numpy as np
 
 from storage_node.errors import CorruptData
 
-MAGIC = 0xA7
-FLAG_KEY = 1
-FLAG_TAG = 2
-FLAG_PRODUCER = 4
-FLAG_BATCH_END = 8  # last record of an appended batch: recovery keeps whole batches only
+MAGIC = 0xA8
+FLAG_PRODUCER = 4  # frame flags
+FLAG_BATCH_END = 8
+ROW_KEY = 1  # row flags: a key / tag is present (an empty one is not a missing one)
+ROW_TAG = 2
 
-PREFIX = struct.Struct("<II")
-BODY_HEADER = struct.Struct("<BBBHQqqHHBI")
-HEADER_SIZE = PREFIX.size + BODY_HEADER.size  # 46
-PRODUCER_TAIL = struct.Struct("<Q")
+FRAME = struct.Struct("<IIBBHBBHqQ")
+FRAME_SIZE = FRAME.size  # 32
+PREFIX = struct.Struct("<II")  # frame_len, crc: what a scanner reads first
+ROW_DTYPE = np.dtype(
+    [
+        ("index", "<u2"), ("partition", "<u2"), ("flags", "u1"), ("idlen", "u1"),
+        ("klen", "<u2"), ("taglen", "<u2"), ("reserved", "<u2"), ("qoff", "<u8"),
+        ("born", "<i8"), ("koff", "<u4"), ("toff", "<u4"), ("ioff", "<u4"), ("voff", "<u4"),
+        ("vlen", "<u4"),
+    ]
+)  # fmt: skip
+ROW = ROW_DTYPE.itemsize  # 48
+ROW_STRUCT = struct.Struct("<HHBBHHHQqIIIII")
+assert ROW_STRUCT.size == ROW
+FRAME_TARGET = 16 * 1024  # one frame is what a single read checks: keep it small
+MAX_FRAME_RECORDS = 0xFFFF
 MAX_KEY_BYTES = 0xFFFF
 MAX_TAG_BYTES = 0xFFFF
 MAX_MSG_ID_BYTES = 0xFF
 MAX_TOPIC_BYTES = 0xFF
+MAX_PRODUCER_BYTES = 0xFF
+MAX_FRAME_BYTES = 0xFFFFFFFF
 
 
 @dataclass(frozen=True, slots=True)
 class Record:
-    """A decoded record; ``size`` is its length in the log."""
+    """A decoded record; ``size`` is its share of the log (row plus its fields)."""
 
     topic: str
     partition: int
@@ -60,211 +80,231 @@ class Record:
     size: int
 
 
-HEADER_DTYPE = np.dtype(
-    [
-        ("size", "<u4"), ("crc", "<u4"), ("magic", "u1"), ("flags", "u1"), ("tlen", "u1"),
-        ("partition", "<u2"), ("qoff", "<u8"), ("born", "<i8"), ("store", "<i8"),
-        ("klen", "<u2"), ("taglen", "<u2"), ("idlen", "u1"), ("vlen", "<u4"),
-    ]
-)  # fmt: skip
-assert HEADER_DTYPE.itemsize == HEADER_SIZE
+@dataclass
+class EncodedBatch:
+    """A batch ready for the log: pieces to write in order, and where everything lands."""
+
+    pieces: list[bytes | memoryview]
+    frame_sizes: np.ndarray  # int64, one per frame
+    row_offsets: np.ndarray  # int64, each record's row position from the batch's first byte
+    record_sizes: np.ndarray  # int64
 
 
-@lru_cache(maxsize=256)
-def _header_dtype(mid_len: int, widths: tuple[int, ...] = ()) -> np.dtype:
-    """Header, producer/topic bytes, then fixed-width leading fields ``f0``, ``f1``, ..."""
-    extra = [(f"f{i}", f"S{w}") for i, w in enumerate(widths)]
-    return np.dtype(HEADER_DTYPE.descr + [("mid", "u1", (mid_len,))] + extra)
+def _starts(sizes: np.ndarray) -> np.ndarray:
+    out = np.zeros(len(sizes), dtype=np.int64)
+    np.cumsum(sizes[:-1], out=out[1:])
+    return out
 
 
-def _lengths(items: list[bytes], n: int) -> np.ndarray:
-    return np.fromiter(map(len, items), dtype=np.int64, count=n)
-
-
-def _present(items: list[bytes | None], n: int) -> np.ndarray:
-    """1 where an optional field is given, 0 where it is None (C-level, no generator)."""
-    if items.count(None) == 0:
-        return np.ones(n, dtype=np.uint8)
-    return np.fromiter(map(is_not, items, repeat(None)), dtype=np.uint8, count=n)
-
-
-def _ends(step: int, n: int) -> range:
-    return range(step, n * step + step, step)
-
-
-def encode_batch(
+def encode_frames(
     topic: bytes,
-    partitions: list[int] | np.ndarray,
-    queue_offsets: list[int] | np.ndarray,
-    born: list[int] | np.ndarray,
+    partitions: np.ndarray,
+    queue_offsets: np.ndarray,
+    born: np.ndarray | int,
     store_ms: int,
-    keys: list[bytes | None],
-    tags: list[bytes | None],
-    msg_ids: list[bytes],
-    values: list[bytes],
+    keys: tuple[bytes | memoryview, np.ndarray],
+    tags: tuple[bytes | memoryview, np.ndarray],
+    msg_ids: tuple[bytes | memoryview, np.ndarray],
+    values: tuple[bytes | memoryview, np.ndarray],
     producer: tuple[bytes, int] | None = None,
-    join: bool = True,
-) -> tuple[bytearray | list[bytes], np.ndarray]:
-    """Encode a batch into one contiguous buffer; returns it and each record's size.
+    target: int = FRAME_TARGET,
+) -> EncodedBatch:
+    """Encode a batch given as packed columns ``(blob, lengths)``; -1 = absent key/tag.
 
-    Headers are built as one numpy array, the buffer with a single ``join`` (one copy of
-    the values), and the CRCs are computed over the final buffer and patched in, so the
-    per-message Python work is one slice. CRCs are chained over the record's pieces with
-    C-level ``map`` calls (the CRC field counts as zeros), then patched into the buffer.
-
-    With ``join=False`` the records come back as a list of pieces (header, fields, value
-    bytes as given) for a gathering write: large values are then never copied in Python.
+    Everything per record is computed as arrays; Python work is per frame (a few slices
+    and one CRC), so the cost per message is a few array elements.
     """
-    n = len(values)
-    mid = topic
-    flags = 0
-    if producer is not None:
-        mid = bytes((len(producer[0]),)) + producer[0] + PRODUCER_TAIL.pack(producer[1]) + topic
-        flags = FLAG_PRODUCER
-    vlen = _lengths(values, n)
-    flag_arr = np.full(n, flags, dtype=np.uint8)
-    # the optional fields in record order: (header length field, bytes, lengths)
-    fields: list[tuple[str, list[bytes], np.ndarray]] = []
-    for name, items, flag in (("klen", keys, FLAG_KEY), ("taglen", tags, FLAG_TAG)):
-        if items.count(None) != n:
-            parts = [b"" if x is None else x for x in items] if None in items else items
-            fields.append((name, parts, _lengths(parts, n)))  # type: ignore[arg-type]
-            flag_arr |= _present(items, n) * np.uint8(flag)
-    fields.append(("idlen", msg_ids, _lengths(msg_ids, n)))
-    # Leading fields of one width for the whole batch (fixed-format keys, node-assigned
-    # IDs) ride in the header array like the constant producer/topic bytes: fewer pieces
-    # per record to join and to checksum.
-    widths: list[int] = []
-    for _name, _parts, lens in fields:
-        if int(lens[0]) == 0 or int(lens.min()) != int(lens.max()):
-            break
-        widths.append(int(lens[0]))
-    hdr = np.zeros(n, dtype=_header_dtype(len(mid), tuple(widths)))
-    hdr["mid"] = np.frombuffer(mid, dtype=np.uint8)
-    hdr["magic"] = MAGIC
-    hdr["tlen"] = len(topic)
-    hdr["partition"] = partitions
-    hdr["qoff"] = queue_offsets
-    hdr["born"] = born
-    hdr["store"] = store_ms
-    size = vlen + (HEADER_SIZE + len(mid))
-    columns: list = [None]  # header slices go first
-    for i, (name, parts, lens) in enumerate(fields):
-        hdr[name] = lens
-        size += lens
-        if i < len(widths):
-            hdr[f"f{i}"] = parts
-        else:
-            columns.append(parts)
-    flag_arr[-1] |= FLAG_BATCH_END
-    hdr["flags"] = flag_arr
-    hdr["vlen"] = vlen
-    hdr["size"] = size
-    head = hdr.tobytes()
-    step = hdr.dtype.itemsize
-    heads = list(map(head.__getitem__, map(slice, range(0, n * step, step), _ends(step, n))))
-    columns[0] = heads
-    columns.append(values)
+    n = len(partitions)
+    kblob, klens = keys
+    tblob, tlens = tags
+    iblob, ilens = msg_ids
+    vblob, vlens = values
+    ks = np.maximum(klens, 0)
+    ts = np.maximum(tlens, 0)
+    ids = np.asarray(ilens, dtype=np.int64)
+    vs = np.asarray(vlens, dtype=np.int64)
+    rec_sizes = ROW + ks + ts + ids + vs
+    # frames: cut where the running size crosses a multiple of the target, at most
+    # MAX_FRAME_RECORDS rows each
+    rec_starts = _starts(rec_sizes)
+    bucket = rec_starts // max(1, target)
+    first = np.ones(n, dtype=bool)
+    first[1:] = bucket[1:] != bucket[:-1]
+    heads = np.flatnonzero(first)
+    if n > MAX_FRAME_RECORDS and int(np.diff(np.r_[heads, n]).max()) > MAX_FRAME_RECORDS:
+        first[::MAX_FRAME_RECORDS] = True
+        heads = np.flatnonzero(first)
+    nf = len(heads)
+    counts = np.diff(np.r_[heads, n])
+    fid = np.repeat(np.arange(nf), counts)
+    index_in_frame = np.arange(n, dtype=np.int64) - heads[fid]
+    pid = producer[0] if producer is not None else b""
+    lead = topic + pid
+    # byte totals of each column per frame, and the column bases inside each frame
+    kc, tc, ic, vc = (np.r_[0, np.cumsum(x)] for x in (ks, ts, ids, vs))
+    ends = np.r_[heads[1:], n]
+    ktot, ttot, itot, vtot = (c[ends] - c[heads] for c in (kc, tc, ic, vc))
+    kbase = FRAME_SIZE + ROW * counts + len(lead)
+    tbase = kbase + ktot
+    ibase = tbase + ttot
+    vbase = ibase + itot
+    frame_sizes = vbase + vtot
+    if int(frame_sizes.max()) > MAX_FRAME_BYTES:
+        raise ValueError("a record does not fit a frame (more than 4 GiB)")
+    frame_starts = _starts(frame_sizes)
+    rows = np.zeros(n, dtype=ROW_DTYPE)
+    rows["index"] = index_in_frame
+    rows["partition"] = partitions
+    rows["flags"] = (klens >= 0).astype(np.uint8) * ROW_KEY | (tlens >= 0).astype(
+        np.uint8
+    ) * ROW_TAG
+    rows["idlen"] = ids
+    rows["klen"] = ks
+    rows["taglen"] = ts
+    rows["qoff"] = queue_offsets
+    rows["born"] = born
+    rows["koff"] = kbase[fid] + kc[:-1] - kc[heads][fid]
+    rows["toff"] = tbase[fid] + tc[:-1] - tc[heads][fid]
+    rows["ioff"] = ibase[fid] + ic[:-1] - ic[heads][fid]
+    rows["voff"] = vbase[fid] + vc[:-1] - vc[heads][fid]
+    rows["vlen"] = vs
+    row_bytes = memoryview(rows.tobytes())
+    kmv, tmv, imv, vmv = (memoryview(b) for b in (kblob, tblob, iblob, vblob))
+    flags = FLAG_PRODUCER if producer is not None else 0
+    sequence = producer[1] if producer is not None else 0
+    pieces: list[bytes | memoryview] = []
     crc32 = zlib.crc32
-    chained = map(crc32, heads)
-    for column in columns[1:]:
-        chained = map(crc32, column, chained)
-    crcs = np.fromiter(chained, dtype="<u4", count=n)
-    if not join:
-        hdr["crc"] = crcs
-        head = hdr.tobytes()
-        columns[0] = list(
-            map(head.__getitem__, map(slice, range(0, n * step, step), _ends(step, n)))
-        )
-        return list(chain.from_iterable(zip(*columns, strict=True))), size
-    buf = bytearray().join(chain.from_iterable(zip(*columns, strict=True)))
-    starts = np.zeros(n, dtype=np.int64)
-    np.cumsum(size[:-1], out=starts[1:])
-    raw = np.frombuffer(buf, dtype=np.uint8)
-    raw[(starts[:, None] + np.arange(4, 8)).ravel()] = crcs.view(np.uint8)
-    del raw
-    return buf, size
-
-
-_ZERO_CRC = bytes(4)
-
-
-def record_crc(view: bytes | memoryview, off: int, size: int) -> int:
-    """CRC of the record at ``off`` with its CRC field counted as zeros."""
-    return zlib.crc32(
-        view[off + 8 : off + size], zlib.crc32(_ZERO_CRC, zlib.crc32(view[off : off + 4]))
+    bounds = zip(
+        heads.tolist(),
+        ends.tolist(),
+        *(c[heads].tolist() for c in (kc, tc, ic, vc)),
+        *(c[ends].tolist() for c in (kc, tc, ic, vc)),
+        frame_sizes.tolist(),
+        strict=True,
     )
+    last = nf - 1
+    for f, (a, b, k0, t0, i0, v0, k1, t1, i1, v1, size) in enumerate(bounds):
+        body = [
+            row_bytes[a * ROW : b * ROW],
+            lead,
+            kmv[k0:k1],
+            tmv[t0:t1],
+            imv[i0:i1],
+            vmv[v0:v1],
+        ]
+        tail = struct.pack(
+            "<BBHBBHqQ",
+            MAGIC,
+            flags | (FLAG_BATCH_END if f == last else 0),
+            b - a,
+            len(topic),
+            len(pid),
+            0,
+            store_ms,
+            sequence,
+        )
+        crc = crc32(tail)
+        for piece in body:
+            crc = crc32(piece, crc)
+        pieces.append(PREFIX.pack(size, crc) + tail)
+        pieces.extend(body)
+    row_offsets = frame_starts[fid] + FRAME_SIZE + ROW * index_in_frame
+    return EncodedBatch(pieces, frame_sizes, row_offsets, rec_sizes)
 
 
-def record_size_at(buf: bytes | memoryview, off: int) -> int:
-    """The length field of the record starting at ``off``."""
-    return PREFIX.unpack_from(buf, off)[0]
+# ---------------------------------------------------------------------------- reading
 
 
-def check_record(buf: bytes | memoryview, off: int, available: int) -> int:
-    """Size of a whole, CRC-valid record at ``off``, or -1 if it is torn or corrupt."""
-    if available < HEADER_SIZE:
+def check_frame(buf: bytes | memoryview, off: int, available: int) -> int:
+    """Size of a whole, CRC-valid frame at ``off``, or -1 if it is torn or corrupt."""
+    if available < FRAME_SIZE:
         return -1
-    size, crc = PREFIX.unpack_from(buf, off)
-    if size < HEADER_SIZE or size > available:
+    size, crc, magic, _flags, count, tlen, plen, _r, _ms, _seq = FRAME.unpack_from(buf, off)
+    if magic != MAGIC or size > available or size < FRAME_SIZE + ROW * count + tlen + plen:
         return -1
-    if buf[off + 8] != MAGIC:
-        return -1
-    if record_crc(memoryview(buf), off, size) != crc:
+    if count == 0 or zlib.crc32(memoryview(buf)[off + 8 : off + size]) != crc:
         return -1
     return size
 
 
-def decode_record(
-    buf: bytes | memoryview, off: int = 0, where: str = "", with_value: bool = True
-) -> Record:
-    """Decode and CRC-check the record at ``off``; CorruptData if it fails."""
-    view = memoryview(buf)
-    if len(view) - off < HEADER_SIZE:
-        raise CorruptData(f"truncated record header {where}".strip())
-    size, crc = PREFIX.unpack_from(view, off)
-    if size < HEADER_SIZE or off + size > len(view):
-        raise CorruptData(f"bad record length {size} {where}".strip())
-    if record_crc(view, off, size) != crc:
-        raise CorruptData(f"record checksum mismatch {where}".strip())
-    (magic, flags, tlen, part, qoff, born, stored, klen, taglen, idlen, vlen) = (
-        BODY_HEADER.unpack_from(view, off + 8)
+def frame_flags(buf: bytes | memoryview, off: int) -> int:
+    return buf[off + 9]
+
+
+def frame_offset_of_row(buf: bytes | memoryview, row_off: int) -> int:
+    """Where the frame holding the row at ``row_off`` starts (from the row's index)."""
+    index = int.from_bytes(buf[row_off : row_off + 2], "little")
+    return row_off - FRAME_SIZE - ROW * index
+
+
+def verified_frame(buf: bytes | memoryview, off: int, where: str = "") -> memoryview:
+    """The frame at ``off`` after its checks; CorruptData naming ``where`` if they fail."""
+    if off < 0 or len(buf) - off < FRAME_SIZE:
+        raise CorruptData(f"truncated record frame {where}".strip())
+    size = check_frame(buf, off, len(buf) - off)
+    if size < 0:
+        raise CorruptData(f"record frame checksum or header mismatch {where}".strip())
+    return memoryview(buf)[off : off + size]
+
+
+def decode_row(frame: memoryview, row_off: int, with_value: bool = True) -> Record:
+    """Decode the record whose row starts at ``row_off`` of a verified ``frame``."""
+    _size, _crc, _m, flags, count, tlen, plen, _r, store_ms, sequence = FRAME.unpack_from(frame)
+    if row_off < FRAME_SIZE or row_off > FRAME_SIZE + ROW * (count - 1):
+        raise CorruptData(f"no record row at offset {row_off} of its frame")
+    (index, part, rflags, idlen, klen, taglen, _res, qoff, born, koff, toff, ioff, voff, vlen) = (
+        ROW_STRUCT.unpack_from(frame, row_off)
     )
-    if magic != MAGIC:
-        raise CorruptData(f"bad record magic {where}".strip())
-    p = off + HEADER_SIZE
+    if (row_off - FRAME_SIZE) != ROW * index or voff + vlen > len(frame):
+        raise CorruptData("record row does not match its frame")
+    lead = FRAME_SIZE + ROW * count
+    topic = bytes(frame[lead : lead + tlen]).decode()
     producer_id = None
-    sequence = None
+    seq = None
     if flags & FLAG_PRODUCER:
-        plen = view[p]
-        producer_id = bytes(view[p + 1 : p + 1 + plen]).decode()
-        sequence = PRODUCER_TAIL.unpack_from(view, p + 1 + plen)[0]
-        p += 1 + plen + 8
-    topic = bytes(view[p : p + tlen]).decode()
-    p += tlen
-    key = bytes(view[p : p + klen]).decode() if flags & FLAG_KEY else None
-    p += klen
-    tag = bytes(view[p : p + taglen]).decode() if flags & FLAG_TAG else None
-    p += taglen
-    msg_id = bytes(view[p : p + idlen]).decode()
-    p += idlen
-    value = bytes(view[p : p + vlen]) if with_value else b""
-    if p + vlen != off + size:
-        raise CorruptData(f"record fields do not add up {where}".strip())
+        producer_id = bytes(frame[lead + tlen : lead + tlen + plen]).decode()
+        seq = sequence
     return Record(
-        topic, part, qoff, born, stored, key, tag, msg_id, value, producer_id, sequence, size
+        topic,
+        part,
+        qoff,
+        born,
+        store_ms,
+        bytes(frame[koff : koff + klen]).decode() if rflags & ROW_KEY else None,
+        bytes(frame[toff : toff + taglen]).decode() if rflags & ROW_TAG else None,
+        bytes(frame[ioff : ioff + idlen]).decode(),
+        bytes(frame[voff : voff + vlen]) if with_value else b"",
+        producer_id,
+        seq,
+        ROW + klen + taglen + idlen + vlen,
     )
 
 
-def iter_valid_records(buf: bytes | memoryview, start: int = 0, end: int | None = None):  # noqa: ANN201
-    """Yield ``(offset, size)`` of consecutive valid records; stops at the first bad one.
+def decode_frame(
+    buf: bytes | memoryview, off: int = 0, with_value: bool = True, where: str = ""
+) -> list[tuple[int, Record]]:
+    """Every record of the frame at ``off`` as (row offset from ``off``, record)."""
+    frame = verified_frame(buf, off, where)
+    count = FRAME.unpack_from(frame)[4]
+    return [
+        (row, decode_row(frame, row, with_value))
+        for row in range(FRAME_SIZE, FRAME_SIZE + ROW * count, ROW)
+    ]
 
-    The caller learns where the valid prefix ends from the last yielded record.
-    """
+
+def read_record(buf: bytes | memoryview, row_off: int, where: str = "") -> Record:
+    """The record whose row is at ``row_off`` in ``buf`` (which holds its whole frame)."""
+    off = frame_offset_of_row(buf, row_off)
+    frame = verified_frame(buf, off, where)
+    return decode_row(frame, row_off - off)
+
+
+def iter_frames(buf: bytes | memoryview, start: int = 0, end: int | None = None):  # noqa: ANN201
+    """Yield ``(offset, size)`` of consecutive valid frames; stops at the first bad one."""
     end = len(buf) if end is None else end
     off = start
     while off < end:
-        size = check_record(buf, off, end - off)
+        size = check_frame(buf, off, end - off)
         if size < 0:
             return
         yield off, size

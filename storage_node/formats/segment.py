@@ -2,14 +2,14 @@
 
 Segments are named by their first log position as 20 decimal digits (seed 004), so the file
 holding position p is the last one whose name is <= p. Positions are 64-bit and continuous
-across segments (a record never straddles two files).
+across segments (a frame never straddles two files).
 """
 
 from __future__ import annotations
 
 import os
 
-from storage_node.formats.record import FLAG_BATCH_END, HEADER_SIZE, check_record
+from storage_node.formats.record import FLAG_BATCH_END, FRAME_SIZE, check_frame
 
 NAME_DIGITS = 20
 
@@ -31,24 +31,24 @@ def list_segments(directory: str) -> list[int]:
 
 
 def scan_segment(data: bytes, start: int = 0) -> tuple[int, list[int]]:
-    """Walk records from ``start``; returns (end of the valid run, offsets of bad records kept).
+    """Walk frames from ``start``; returns (end of the valid run, offsets of bad frames kept).
 
-    A bad record whose length is plausible and is followed by a valid record is mid-file
-    corruption: it is recorded and skipped, never served. The
-    first bad record that is not is a torn tail: the run ends there.
+    A bad frame whose length is plausible and is followed by a valid frame is mid-file
+    corruption: it is recorded and skipped, never served. The first bad frame that is not
+    is a torn tail: the run ends there.
     """
     off = start
     n = len(data)
     corrupt: list[int] = []
     while off < n:
-        size = check_record(data, off, n - off)
+        size = check_frame(data, off, n - off)
         if size > 0:
             off += size
             continue
         if n - off >= 8:
             claimed = int.from_bytes(data[off : off + 4], "little")
             nxt = off + claimed
-            if claimed >= 46 and nxt < n and check_record(data, nxt, n - nxt) > 0:
+            if claimed >= FRAME_SIZE and nxt < n and check_frame(data, nxt, n - nxt) > 0:
                 corrupt.append(off)
                 off = nxt
                 continue
@@ -57,15 +57,15 @@ def scan_segment(data: bytes, start: int = 0) -> tuple[int, list[int]]:
 
 
 def last_batch_end(data: bytes, start: int, end: int) -> int:
-    """End of the last whole batch among the records in ``[start, end)``, or ``start``.
+    """End of the last whole batch among the frames in ``[start, end)``, or ``start``.
 
     ``start`` must be a batch boundary (a checkpoint position or a segment start).
     """
     off = start
     last = start
-    while off + HEADER_SIZE <= end:
+    while off + FRAME_SIZE <= end:
         size = int.from_bytes(data[off : off + 4], "little")
-        if size < HEADER_SIZE or off + size > end:
+        if size < FRAME_SIZE or off + size > end:
             break
         off += size
         if data[off - size + 9] & FLAG_BATCH_END:

@@ -22,7 +22,7 @@ import numpy as np
 
 from storage_node.backend.files import ensure_dir, fsync_dir, write_all
 from storage_node.errors import DiskFull, OffsetOutOfRange, Unavailable
-from storage_node.formats.record import Record, decode_record
+from storage_node.formats.record import Record, read_record
 from storage_node.formats.segment import segment_name
 from storage_node.store.segments import BlockSegment, RawSegment
 
@@ -35,12 +35,15 @@ NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 class Chunk:
     pos: int  # log position of the first byte
     seg: int  # start position of the segment it belongs to
-    data: bytes | list[bytes]  # contiguous, or the pieces of whole records (gathering write)
+    data: bytes | list[bytes]  # contiguous, or the pieces of whole frames (gathering write)
     count: int
     size: int
 
     def contiguous(self) -> bytes:
-        return self.data if not isinstance(self.data, list) else b"".join(self.data)
+        """The chunk as one buffer (joined once, for reads of not yet written messages)."""
+        if isinstance(self.data, list):
+            self.data = b"".join(self.data)
+        return self.data
 
 
 class CommitLog:
@@ -129,8 +132,8 @@ class CommitLog:
 
     # ---- append path (caller holds the store's append lock) ---------------------------
     def append(self, data: bytes | list[bytes], sizes: np.ndarray) -> np.ndarray:
-        """Queue ``data`` (whole records of ``sizes``, contiguous or as a list of pieces);
-        returns each record's position."""
+        """Queue ``data`` (whole frames of ``sizes``, contiguous or as a list of pieces);
+        returns each frame's position. Frames, not records, are the unit of the log."""
         if self._error is not None:
             raise self._error
         if self._closing:
@@ -162,10 +165,10 @@ class CommitLog:
                 cum_end = rel[done:] - rel[done] + np.asarray(sizes[done:], dtype=np.int64)
                 take = int(np.searchsorted(cum_end, room, side="right"))
                 if take == 0 and self.fill_bytes == 0:
-                    take = 1  # a record bigger than a segment gets a segment of its own
+                    take = 1  # a frame bigger than a segment gets a segment of its own
                 take_bytes = int(cum_end[take - 1]) if take else 0
             if take == 0:
-                self.fill_seg = base + off  # roll: the next record starts a new segment
+                self.fill_seg = base + off  # roll: the next frame starts a new segment
                 self.fill_bytes = 0
                 continue
             piece = data if (off == 0 and take == n) else data[off : off + take_bytes]
@@ -401,7 +404,7 @@ class CommitLog:
             raise OffsetOutOfRange(f"log position {pos} is not held")
         hit = self._cached(pos)
         if hit is not None:
-            return decode_record(hit[0], hit[1], where=f"at log position {pos}")
+            return read_record(hit[0], hit[1], where=f"at log position {pos}")
         starts = self.starts
         i = bisect.bisect_right(starts, pos) - 1
         if i < 0:
@@ -415,7 +418,7 @@ class CommitLog:
             if self.segments.get(seg.start) is seg:
                 raise
             return self.read(pos)  # compacted or expired meanwhile: ask the new handle
-        return decode_record(
+        return read_record(
             buf, off, where=f"at log position {pos} ({seg.state} segment {segment_name(seg.start)})"
         )
 

@@ -11,37 +11,51 @@ import os
 from collections import OrderedDict
 
 from storage_node.backend.files import atomic_write
-from storage_node.store.types import AppendResult
+from storage_node.store.types import AppendColumns
 
 MAX_BATCHES = 100_000
 MAX_RESULTS = 1_000_000  # bound memory and the size of producers.json
 
 
+def _count(found: AppendColumns | list[list]) -> int:
+    return len(found[0]) if isinstance(found, list) else len(found)
+
+
 class DedupTable:
     def __init__(self, path: str) -> None:
         self.path = path
-        self.batches: OrderedDict[tuple[str, int], list[AppendResult]] = OrderedDict()
+        # an answer is AppendColumns, or during replay a [partitions, offsets, ids] triple
+        self.batches: OrderedDict[tuple[str, int], AppendColumns | list[list]] = OrderedDict()
         self.results = 0
         self.dirty = False
         if os.path.exists(path):
             with open(path, "rb") as fh:
                 for pid, seq, results in json.loads(fh.read()):
-                    self.batches[(pid, seq)] = [AppendResult(*r) for r in results]
+                    self.batches[(pid, seq)] = [list(c) for c in zip(*results, strict=True)]
                     self.results += len(results)
 
-    def get(self, producer_id: str, sequence: int) -> list[AppendResult] | None:
-        return self.batches.get((producer_id, sequence))
+    def get(self, producer_id: str, sequence: int) -> AppendColumns | None:
+        found = self.batches.get((producer_id, sequence))
+        if isinstance(found, list):
+            found = self.batches[(producer_id, sequence)] = AppendColumns(*found)
+        return found
 
-    def put(self, producer_id: str, sequence: int, results: list[AppendResult]) -> None:
+    def put(self, producer_id: str, sequence: int, results: AppendColumns) -> None:
         self.batches[(producer_id, sequence)] = results
         self.results += len(results)
         self.dirty = True
         while len(self.batches) > MAX_BATCHES or self.results > MAX_RESULTS:
-            self.results -= len(self.batches.popitem(last=False)[1])
+            self.results -= _count(self.batches.popitem(last=False)[1])
 
-    def extend(self, producer_id: str, sequence: int, result: AppendResult) -> None:
+    def extend(self, producer_id: str, sequence: int, partition: int, offset: int, msg_id: str) -> None:
         """Replay: add one record's result to its batch."""
-        self.batches.setdefault((producer_id, sequence), []).append(result)
+        found = self.batches.get((producer_id, sequence))
+        if not isinstance(found, list):
+            found = [[], [], []] if found is None else [found.partitions, found.offsets, found.msg_ids]
+            self.batches[(producer_id, sequence)] = found
+        found[0].append(partition)
+        found[1].append(offset)
+        found[2].append(msg_id)
         self.results += 1
         self.dirty = True
 
@@ -50,10 +64,12 @@ class DedupTable:
         if not self.dirty and os.path.exists(self.path):
             return None
         self.dirty = False
-        rows = [
-            [p, s, [[r.partition, r.offset, r.msg_id] for r in rs]]
-            for (p, s), rs in self.batches.items()
-        ]
+        rows = []
+        for (p, s), found in self.batches.items():
+            columns = (
+                found if isinstance(found, list) else [found.partitions, found.offsets, found.msg_ids]
+            )
+            rows.append([p, s, [list(r) for r in zip(*columns, strict=True)]])
         return json.dumps(rows).encode()
 
     def save(self, data: bytes | None) -> None:

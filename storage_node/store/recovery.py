@@ -5,10 +5,10 @@ After a clean shutdown (the checkpoint's ``clean`` flag) nothing is rescanned. O
 1. delete temporaries (``*.tmp``: half-written files of an interrupted atomic write);
 2. a file present in two lifecycle folders keeps its furthest state (uploaded > compacted >
    unsealed); the other copies are deleted;
-3. the last segment is scanned from the checkpoint position: a torn tail (a record that is
+3. the last segment is scanned from the checkpoint position: a torn tail (a frame that is
    short or fails its CRC at the end) is truncated, back to the end of the last whole batch
-   (batches never straddle segments unless bigger than one); a bad record followed by valid ones is
-   mid-file corruption, which is kept, skipped by the indexes and reported on read;
+   (batches never straddle segments unless bigger than one); a bad frame followed by valid
+   ones is mid-file corruption, which is kept, skipped by the indexes and reported on read;
 4. derived indexes are cut back to the checkpoint (queue next offsets, key-index item
    count, key-index files begun after it) and rebuilt from the records past it.
 """
@@ -24,14 +24,13 @@ from storage_node.backend.files import fsync_dir, remove_file, remove_temporarie
 from storage_node.errors import CorruptData
 from storage_node.formats.checkpoint import Checkpoint
 from storage_node.formats.compressed import decompress_all
-from storage_node.formats.key_index import key_hash
+from storage_node.formats.keyhash import key_hash
 from storage_node.formats.msgid import parse_msg_id
 from storage_node.formats.queue_index import ENTRY_DTYPE, tag_hash
-from storage_node.formats.record import check_record, decode_record
+from storage_node.formats.record import FRAME_SIZE, check_frame, decode_frame
 from storage_node.formats.segment import last_batch_end, parse_segment_name, scan_segment
 from storage_node.store.keyindex import is_index_name, name_begin_pos
 from storage_node.store.segments import BlockSegment, CorruptSegment, RawSegment
-from storage_node.store.types import AppendResult
 
 if TYPE_CHECKING:
     from storage_node.store.store import Store
@@ -214,17 +213,15 @@ def replay(store: Store, start: int, report: dict) -> int:
         off = max(0, start - seg_start)
         n = len(data)
         while off < n:
-            try:  # one CRC check per record; the value itself is not needed to index it
-                rec = decode_record(data, off, with_value=False)
-                size = rec.size
+            try:  # one CRC check per frame; the values themselves are not needed to index
+                records = decode_frame(data, off, with_value=False)
+                size = int.from_bytes(data[off : off + 4], "little")
             except CorruptData:
-                size = -1
-            if size < 0:
                 claimed = int.from_bytes(data[off : off + 4], "little") if n - off >= 4 else 0
                 if (
-                    claimed >= 46
+                    claimed >= FRAME_SIZE
                     and off + claimed < n
-                    and check_record(data, off + claimed, n - off - claimed) > 0
+                    and check_frame(data, off + claimed, n - off - claimed) > 0
                 ):
                     if seg_start + off not in report["corrupt_records"]:
                         report["corrupt_records"].append(seg_start + off)
@@ -232,9 +229,10 @@ def replay(store: Store, start: int, report: dict) -> int:
                     continue
                 report["corrupt_records"].append(seg_start + off)
                 break
-            batch.append((seg_start + off, rec))
+            for row, rec in records:
+                batch.append((seg_start + off + row, rec))
             off += size
-            count += 1
+            count += len(records)
             if len(batch) >= 10_000:
                 _apply(store, batch)
                 batch = []
@@ -268,12 +266,10 @@ def _apply(store: Store, batch: list) -> None:
             )
         )
         if rec.key is not None and pos > covered:
-            keys.append((key_hash(rec.topic, rec.key), pos, rec.store_ms))
+            keys.append((key_hash(rec.key), pos, rec.store_ms))
         if rec.producer_id is not None:
             store.dedup.extend(
-                rec.producer_id,
-                rec.sequence,
-                AppendResult(rec.partition, rec.queue_offset, rec.msg_id),
+                rec.producer_id, rec.sequence, rec.partition, rec.queue_offset, rec.msg_id
             )
         store.last_store_ms = max(store.last_store_ms, rec.store_ms)
         head, _, seq = rec.msg_id.rpartition("-")

@@ -2,8 +2,8 @@
 
 ``unsealed`` segments are plain files read with pread; ``compacted`` ones are block files
 read through their block index; ``uploaded`` ones are the same block files read with ranged
-GETs from the object store. All answer ``record_view(rel)``: a buffer and the offset in it
-where the record at relative position ``rel`` starts.
+GETs from the object store. All answer ``record_view(rel)``: a buffer holding the whole frame
+of the record at relative position ``rel``, and the offset of the record's row in it.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from storage_node.backend.files import pread_exact
 from storage_node.backend.objectstore import ObjectStore
 from storage_node.errors import CorruptData
 from storage_node.formats.compressed import CompressedSegmentReader
-from storage_node.formats.record import PREFIX
+from storage_node.formats.record import FRAME_SIZE, ROW
 from storage_node.store.pinned import pinned_reader
 
-READ_AHEAD = 4096
+READ_AHEAD = 20 * 1024  # a whole frame of the usual size in one read
 
 
 class RawSegment:
@@ -51,12 +51,18 @@ class RawSegment:
 
     def record_view(self, rel: int) -> tuple[bytes, int]:
         fd = self.fd()
-        data = os.pread(fd, READ_AHEAD, rel)
+        index = os.pread(fd, 2, rel)
+        if len(index) < 2:
+            raise CorruptData(f"no record at {rel} of segment {self.start:020d}")
+        start = rel - FRAME_SIZE - ROW * int.from_bytes(index, "little")
+        if start < 0:
+            raise CorruptData(f"record at {rel} of segment {self.start:020d} has a bad row")
+        data = os.pread(fd, READ_AHEAD, start)
         if len(data) >= 4:
-            size = PREFIX.unpack_from(data, 0)[0]
-            if size > len(data):
-                data = pread_exact(fd, size, rel)
-        return data, 0
+            size = int.from_bytes(data[:4], "little")
+            if len(data) < size <= os.fstat(fd).st_size - start:
+                data = pread_exact(fd, size, start)
+        return data, rel - start
 
     def read_all(self) -> bytes:
         with open(self.path, "rb") as fh:

@@ -17,11 +17,9 @@ import fcntl
 import os
 import threading
 import time
-import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from itertools import repeat
-from operator import attrgetter, is_not
+from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
 
@@ -37,14 +35,17 @@ from storage_node.errors import (
     Unavailable,
 )
 from storage_node.formats.checkpoint import Checkpoint
-from storage_node.formats.key_index import key_hash
-from storage_node.formats.msgid import MS_PER_HOUR, MessageId, ip_to_int, parse_msg_id
-from storage_node.formats.queue_index import ENTRY_DTYPE, QueueIndex, tag_hash
+from storage_node.formats.keyhash import key_hash, key_hashes
+from storage_node.formats.msgid import MS_PER_HOUR, MessageId, ip_to_int, numbered_ids, parse_msg_id
+from storage_node.formats.packed import PackedBatch, PackedColumn
+from storage_node.formats.queue_index import ENTRY_DTYPE, QueueIndex, tag_hash, tag_hashes
 from storage_node.formats.record import (
     MAX_KEY_BYTES,
+    MAX_MSG_ID_BYTES,
+    MAX_PRODUCER_BYTES,
     MAX_TAG_BYTES,
     Record,
-    encode_batch,
+    encode_frames,
 )
 from storage_node.store.commitlog import CommitLog
 from storage_node.store.config import StoreConfig
@@ -69,30 +70,55 @@ MAX_BATCH = 100_000
 MAX_READ_MESSAGES = 10_000
 MAX_LOOKUP = 10_000
 TAG_SCAN_LIMIT = 20_000
-# batches whose values average this much are written from their own bytes (writev of the
-# pieces) instead of being copied into one buffer first
-GATHER_MIN_VALUE_BYTES = 1024
 
 
 _FIELDS = attrgetter("value", "key", "tag", "msg_id", "timestamp", "partition")
 
 
 @dataclass
-class _Batch:
+class _Prepared:
     """A validated batch: what the append lock still has to do is number and write it."""
 
+    batch: PackedBatch
     n: int
-    values: list[bytes]
-    total: int
-    keys_b: list[bytes | None] = field(default_factory=list)
-    tags_b: list[bytes | None] = field(default_factory=list)
-    key_rows: np.ndarray | None = None
-    key_hashes: np.ndarray | None = None
-    given_ids: list[tuple[int, MessageId]] = field(default_factory=list)
-    mids: list[str | None] | None = None
-    born: list[int | None] | None = None
-    parts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    allowed: set[int] | None = None
+    total: int  # value bytes
+    parts: np.ndarray  # -1 = not chosen yet
+    hashes: np.ndarray | None  # key hash per message (0 where no key)
+    keyed: np.ndarray | None  # which messages have a key
+    born: np.ndarray | None  # -1 = store time
+    given_ids: list[tuple[int, MessageId]]
+    allowed: set[int] | None
+
+
+def _check_text(column: PackedColumn, n: int, what: str, most: int) -> None:
+    """Lengths, blob size and UTF-8 of a packed text column, checked as arrays."""
+    lens = np.asarray(column.lens, dtype=np.int64)
+    if len(lens) != n:
+        raise InvalidBatch(f"{what}s must have one entry per message ({n})")
+    if (lens < 0).all():
+        return
+    if int(lens.min()) < -1:
+        raise InvalidBatch(f"{what} lengths must be >= 0 (or -1 for absent)")
+    if int(lens.max()) > most:
+        i = int(np.flatnonzero(lens > most)[0])
+        raise InvalidBatch(f"message {i}: {what} longer than {most} bytes", index=i)
+    sizes = np.maximum(lens, 0)
+    total = int(sizes.sum())
+    if len(column.blob) != total:
+        raise InvalidBatch(f"{what} bytes ({len(column.blob)}) do not add up to {total}")
+    blob = bytes(column.blob) if not isinstance(column.blob, bytes) else column.blob
+    if blob.isascii():
+        return
+    try:
+        blob.decode()
+    except UnicodeDecodeError:
+        raise InvalidBatch(f"a {what} in the batch is not valid UTF-8") from None
+    starts = (np.cumsum(sizes) - sizes)[sizes > 0]
+    raw = np.frombuffer(blob, dtype=np.uint8)
+    split = np.flatnonzero((raw[starts] & 0xC0) == 0x80)
+    if len(split):
+        i = int(np.flatnonzero(sizes > 0)[split[0]])
+        raise InvalidBatch(f"message {i}: {what} is not valid UTF-8", index=i)
 
 
 def _now_ms() -> int:
@@ -337,6 +363,78 @@ class Store:
         return out
 
     # ---- append ---------------------------------------------------------------------
+    def append(
+        self,
+        topic: str,
+        messages: Sequence[MessageIn],
+        producer_id: str | None = None,
+        sequence: int | None = None,
+        partitions_allowed: Sequence[int] | None = None,
+    ) -> list[AppendResult]:
+        """Append a batch; durable per flush_mode when this returns. See docs/ENGINE_API.md."""
+        if not isinstance(messages, list | tuple) or not messages:
+            raise InvalidBatch("a batch needs at least one message")
+        if len(messages) > MAX_BATCH:
+            raise InvalidBatch(f"a batch holds at most {MAX_BATCH} messages")
+        if set(map(type, messages)) != {MessageIn}:
+            i = next(i for i, m in enumerate(messages) if type(m) is not MessageIn)
+            raise InvalidBatch(f"message {i} is not a MessageIn", index=i)
+        columns = [list(c) for c in zip(*map(_FIELDS, messages), strict=True)]
+        return self.append_columns(
+            topic, *columns, producer_id, sequence, partitions_allowed  # type: ignore[arg-type]
+        ).results()
+
+    def append_columns(
+        self,
+        topic: str,
+        values: Sequence[bytes],
+        keys: Sequence[str | None] | None = None,
+        tags: Sequence[str | None] | None = None,
+        msg_ids: Sequence[str | None] | None = None,
+        timestamps: Sequence[int | None] | None = None,
+        partitions: Sequence[int | None] | None = None,
+        producer_id: str | None = None,
+        sequence: int | None = None,
+        partitions_allowed: Sequence[int] | None = None,
+    ) -> AppendColumns:
+        """``append`` of a batch given as parallel lists (None = not given for all).
+
+        Same validation, durability and idempotency as ``append``; no object is made per
+        message: the lists are packed into columns and the batch is encoded as arrays.
+        """
+        self._check_open()
+        self.topics.get(topic)
+        if not isinstance(values, list | tuple) or not values:
+            raise InvalidBatch("a batch needs at least one message")
+        if len(values) > MAX_BATCH:
+            raise InvalidBatch(f"a batch holds at most {MAX_BATCH} messages")
+        batch = PackedBatch.from_lists(values, keys, tags, msg_ids, timestamps, partitions)
+        return self.append_packed(topic, batch, producer_id, sequence, partitions_allowed)
+
+    def append_packed(
+        self,
+        topic: str,
+        batch: PackedBatch,
+        producer_id: str | None = None,
+        sequence: int | None = None,
+        partitions_allowed: Sequence[int] | None = None,
+    ) -> AppendColumns:
+        """``append`` of a batch already packed as columns (the binary wire format's shape)."""
+        cfg = self._start_append(topic, producer_id, sequence)
+        prepared = self._prepare(cfg, batch, partitions_allowed)
+        self.log.backpressure()
+        with self._lock:
+            self._check_open()
+            previous = None if producer_id is None else self.dedup.get(producer_id, sequence)  # type: ignore[arg-type]
+            if previous is not None:
+                self.counters["duplicate_batches"] += 1
+                done, target = previous, self.log.end
+            else:
+                done, target = self._append_locked(cfg, prepared, producer_id, sequence)
+        if self.log.sync_mode:
+            self.log.wait_durable(target)
+        return done
+
     def submit(
         self,
         topic: str,
@@ -349,6 +447,18 @@ class Store:
         return self._executor().submit(
             self.append, topic, messages, producer_id, sequence, partitions_allowed
         )
+
+    def submit_columns(
+        self, topic: str, values: Sequence[bytes], *args: object, **kwargs: object
+    ) -> concurrent.futures.Future[AppendColumns]:
+        """``append_columns`` without blocking the caller (same arguments)."""
+        return self._executor().submit(self.append_columns, topic, values, *args, **kwargs)
+
+    def submit_packed(
+        self, topic: str, batch: PackedBatch, *args: object, **kwargs: object
+    ) -> concurrent.futures.Future[AppendColumns]:
+        """``append_packed`` without blocking the caller (same arguments)."""
+        return self._executor().submit(self.append_packed, topic, batch, *args, **kwargs)
 
     def _executor(self) -> concurrent.futures.ThreadPoolExecutor:
         self._check_open()
@@ -371,134 +481,25 @@ class Store:
         if producer_id is not None or sequence is not None:
             check_name("producer", producer_id)
             _check_int("sequence", sequence, 0, 2**63 - 1)
+            if len(producer_id.encode()) > MAX_PRODUCER_BYTES:  # type: ignore[union-attr]
+                raise InvalidArgument(f"producer id longer than {MAX_PRODUCER_BYTES} bytes")
         return cfg
 
-    def append(
-        self,
-        topic: str,
-        messages: Sequence[MessageIn],
-        producer_id: str | None = None,
-        sequence: int | None = None,
-        partitions_allowed: Sequence[int] | None = None,
-    ) -> list[AppendResult]:
-        """Append a batch; durable per flush_mode when this returns. See docs/ENGINE_API.md."""
-        cfg = self._start_append(topic, producer_id, sequence)
-        batch = self._prepare(cfg, messages, partitions_allowed)
-        done = self._write_batch(cfg, batch, producer_id, sequence)
-        return done if isinstance(done, list) else done.results()
-
-    def append_columns(
-        self,
-        topic: str,
-        values: Sequence[bytes],
-        keys: Sequence[str | None] | None = None,
-        tags: Sequence[str | None] | None = None,
-        msg_ids: Sequence[str | None] | None = None,
-        timestamps: Sequence[int | None] | None = None,
-        partitions: Sequence[int | None] | None = None,
-        producer_id: str | None = None,
-        sequence: int | None = None,
-        partitions_allowed: Sequence[int] | None = None,
-    ) -> AppendColumns:
-        """``append`` of a batch given as parallel columns (None = not given for all).
-
-        Same validation, durability and idempotency as ``append``; no ``MessageIn`` or
-        ``AppendResult`` object is made per message, which is most of the per-message cost.
-        """
-        cfg = self._start_append(topic, producer_id, sequence)
-        if not isinstance(values, list | tuple) or not values:
+    def _prepare(
+        self, cfg: TopicConfig, batch: PackedBatch, allowed: Sequence[int] | None
+    ) -> _Prepared:
+        """Validate a packed batch as arrays and do its lock-free work (key hashes, key
+        partitions); a bad message gets a typed error naming its index, and nothing is
+        written."""
+        n = len(batch)
+        if n == 0:
             raise InvalidBatch("a batch needs at least one message")
-        n = len(values)
         if n > MAX_BATCH:
             raise InvalidBatch(f"a batch holds at most {MAX_BATCH} messages")
-        columns = []
-        for name, column in (
-            ("keys", keys),
-            ("tags", tags),
-            ("msg_ids", msg_ids),
-            ("timestamps", timestamps),
-            ("partitions", partitions),
-        ):
-            if column is None:
-                column = [None] * n
-            elif not isinstance(column, list | tuple) or len(column) != n:
-                raise InvalidBatch(f"{name} must be a list as long as values ({n})")
-            columns.append(column)
-        batch = self._prepare_columns(cfg, values, *columns, partitions_allowed)
-        done = self._write_batch(cfg, batch, producer_id, sequence)
-        if isinstance(done, list):  # a duplicate batch: the results it had the first time
-            return AppendColumns(
-                [r.partition for r in done], [r.offset for r in done], [r.msg_id for r in done]
-            )
-        return done
-
-    def submit_columns(
-        self, topic: str, values: Sequence[bytes], *args: object, **kwargs: object
-    ) -> concurrent.futures.Future[AppendColumns]:
-        """``append_columns`` without blocking the caller (same arguments)."""
-        return self._executor().submit(self.append_columns, topic, values, *args, **kwargs)
-
-    def _write_batch(
-        self, cfg: TopicConfig, batch: _Batch, producer_id: str | None, sequence: int | None
-    ) -> AppendColumns | list[AppendResult]:
-        """Number and write a validated batch; wait per flush mode. A duplicate batch gets the
-        list of results it had the first time."""
-        self.log.backpressure()
-        with self._lock:
-            self._check_open()
-            if producer_id is not None:
-                previous = self.dedup.get(producer_id, sequence)  # type: ignore[arg-type]
-                if previous is not None:
-                    self.counters["duplicate_batches"] += 1
-                    target = self.log.end
-                    done: AppendColumns | list[AppendResult] = previous
-                else:
-                    done, target = self._append_locked(cfg, batch, producer_id, sequence)
-            else:
-                done, target = self._append_locked(cfg, batch, None, None)
-        if self.log.sync_mode:
-            self.log.wait_durable(target)
-        return done
-
-    def _prepare(
-        self, cfg: TopicConfig, messages: Sequence[MessageIn], allowed: Sequence[int] | None
-    ) -> _Batch:
-        """Validate a batch of ``MessageIn``: pull its fields out as columns, then check those."""
-        if not isinstance(messages, list | tuple) or not messages:
-            raise InvalidBatch("a batch needs at least one message")
-        if len(messages) > MAX_BATCH:
-            raise InvalidBatch(f"a batch holds at most {MAX_BATCH} messages")
-        if set(map(type, messages)) != {MessageIn}:
-            i = next(i for i, m in enumerate(messages) if type(m) is not MessageIn)
-            raise InvalidBatch(f"message {i} is not a MessageIn", index=i)
-        columns = zip(*map(_FIELDS, messages), strict=True)
-        return self._prepare_columns(cfg, *columns, allowed)  # type: ignore[call-arg]
-
-    def _prepare_columns(
-        self,
-        cfg: TopicConfig,
-        values_t: Sequence[bytes],
-        keys: Sequence[str | None],
-        tags: Sequence[str | None],
-        mids: Sequence[str | None],
-        stamps: Sequence[int | None],
-        parts_in: Sequence[int | None],
-        allowed: Sequence[int] | None,
-    ) -> _Batch:
-        """Validate a whole batch given as parallel columns and do its lock-free work.
-
-        Written for batches: fields are checked by type sets and numpy and encoded with
-        C-level ``map``, so a batch of plain messages costs little Python per message.
-        """
-        n = len(values_t)
-        values = list(values_t)
-        if set(map(type, values)) != {bytes}:
-            for i, v in enumerate(values):
-                if type(v) is not bytes:
-                    if not isinstance(v, bytes | bytearray | memoryview):
-                        raise InvalidBatch(f"message {i}: value must be bytes", index=i)
-                    values[i] = bytes(v)
-        vlen = np.fromiter(map(len, values), dtype=np.int64, count=n)
+        values = batch.values
+        vlen = np.asarray(values.lens, dtype=np.int64)
+        if int(vlen.min()) < 0:
+            raise InvalidBatch("every message needs a value", index=int(np.argmin(vlen)))
         limit = self.config.max_message_bytes
         if int(vlen.max()) > limit:
             i = int(np.flatnonzero(vlen > limit)[0])
@@ -507,100 +508,73 @@ class Store:
                 index=i,
                 limit=limit,
             )
-        batch = _Batch(n, values, int(vlen.sum()))
+        total = int(vlen.sum())
+        if len(values.blob) != total:
+            raise InvalidBatch(f"value bytes ({len(values.blob)}) do not add up to {total}")
+        for column, what, most in (
+            (batch.keys, "key", MAX_KEY_BYTES),
+            (batch.tags, "tag", MAX_TAG_BYTES),
+            (batch.msg_ids, "message ID", MAX_MSG_ID_BYTES),
+        ):
+            _check_text(column, n, what, most)
         nparts = cfg.partitions
-        parr = np.full(n, -1, dtype=np.int64)
-        # keys: bytes, index hashes (topic#key) and key-derived partitions
-        missing = keys.count(None)
-        if missing < n:
-            if set(map(type, keys)) - {type(None)} != {str}:
-                i = next(i for i, k in enumerate(keys) if k is not None and type(k) is not str)
-                raise InvalidBatch(f"message {i}: key must be a string", index=i)
-            if missing == 0:
-                present = list(map(str.encode, keys))
-                batch.keys_b = present  # type: ignore[assignment]
-                rows = None
-            else:
-                batch.keys_b = [None if k is None else k.encode() for k in keys]
-                rows = np.flatnonzero(
-                    np.fromiter(map(is_not, keys, repeat(None)), dtype=bool, count=n)
+        parts = np.full(n, -1, dtype=np.int64)
+        keyed = batch.keys.lens >= 0
+        any_key = bool(keyed.any())
+        hashes = key_hashes(batch.keys.blob, batch.keys.lens) if any_key else None
+        if hashes is not None:
+            parts[keyed] = hashes[keyed] % nparts
+        if batch.partitions is not None:
+            given = np.asarray(batch.partitions, dtype=np.int64)
+            if len(given) != n:
+                raise InvalidBatch(f"partitions must have one entry per message ({n})")
+            bad = np.flatnonzero((given < -1) | (given >= nparts))
+            if len(bad):
+                i = int(bad[0])
+                raise InvalidBatch(
+                    f"message {i}: partition {int(given[i])} outside 0..{nparts - 1}", index=i
                 )
-                present = [batch.keys_b[i] for i in rows.tolist()]  # type: ignore[misc]
-            if max(map(len, present)) > MAX_KEY_BYTES:
-                raise InvalidBatch(f"a key is longer than {MAX_KEY_BYTES} bytes")
-            base = zlib.crc32(cfg.name.encode() + b"#")
-            batch.key_rows = rows
-            batch.key_hashes = np.fromiter(
-                map(zlib.crc32, present, repeat(base)), dtype=np.uint32, count=len(present)
-            )
-            by_key = (
-                np.fromiter(map(zlib.crc32, present), dtype=np.int64, count=len(present)) % nparts
-            )
-            if rows is None:
-                parr[:] = by_key
-            else:
-                parr[rows] = by_key
-        else:
-            batch.keys_b = [None] * n
-        # tags
-        if tags.count(None) < n:
-            if set(map(type, tags)) - {type(None)} != {str}:
-                i = next(i for i, t in enumerate(tags) if t is not None and type(t) is not str)
-                raise InvalidBatch(f"message {i}: tag must be a string", index=i)
-            batch.tags_b = [None if t is None else t.encode() for t in tags]
-            if max(len(t) for t in batch.tags_b if t is not None) > MAX_TAG_BYTES:
-                raise InvalidBatch(f"a tag is longer than {MAX_TAG_BYTES} bytes")
-        else:
-            batch.tags_b = [None] * n
-        # producer-supplied message IDs
-        if mids.count(None) < n:
-            for i, m in enumerate(mids):
-                if m is not None:
-                    try:
-                        batch.given_ids.append((i, parse_msg_id(m)))
-                    except InvalidArgument as exc:
-                        raise InvalidBatch(f"message {i}: {exc.message}", index=i) from exc
-            batch.mids = list(mids)
-        # born timestamps
-        if stamps.count(None) < n:
-            for i, ts in enumerate(stamps):
-                if ts is not None and (
-                    isinstance(ts, bool) or not isinstance(ts, int) or not 0 <= ts < 2**63
-                ):
-                    raise InvalidBatch(f"message {i}: timestamp must be ms since epoch", index=i)
-            batch.born = list(stamps)
-        # explicit partitions win over key-derived ones
-        if parts_in.count(None) < n:
-            for i, p in enumerate(parts_in):
-                if p is not None:
-                    if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < nparts:
-                        raise InvalidBatch(
-                            f"message {i}: partition {p!r} outside 0..{nparts - 1}", index=i
-                        )
-                    parr[i] = p
+            parts = np.where(given >= 0, given, parts)
+        born = None
+        if batch.timestamps is not None:
+            born = np.asarray(batch.timestamps, dtype=np.int64)
+            if len(born) != n:
+                raise InvalidBatch(f"timestamps must have one entry per message ({n})")
+            if int(born.min()) < -1:
+                i = int(np.flatnonzero(born < -1)[0])
+                raise InvalidBatch(f"message {i}: timestamp must be ms since epoch", index=i)
+        given_ids: list[tuple[int, MessageId]] = []
+        if not batch.msg_ids.absent():
+            for i in np.flatnonzero(batch.msg_ids.lens >= 0).tolist():
+                text = batch.msg_ids.get(i).decode()  # type: ignore[union-attr]
+                try:
+                    given_ids.append((i, parse_msg_id(text)))
+                except InvalidArgument as exc:
+                    raise InvalidBatch(f"message {i}: {exc.message}", index=i) from exc
+        allowed_set = None
         if allowed is not None:
-            batch.allowed = {int(p) for p in allowed}
-            chosen = np.unique(parr[parr >= 0]).tolist()
-            bad = [p for p in chosen if p not in batch.allowed]
-            if bad:
+            allowed_set = {int(p) for p in allowed}
+            chosen = np.unique(parts[parts >= 0]).tolist()
+            bad_parts = [p for p in chosen if p not in allowed_set]
+            if bad_parts:
                 raise NotOwner(
-                    f"partition {bad[0]} of {cfg.name!r} is not served by this node",
+                    f"partition {bad_parts[0]} of {cfg.name!r} is not served by this node",
                     topic=cfg.name,
-                    partition=bad[0],
+                    partition=bad_parts[0],
                 )
-        batch.parts = parr
-        return batch
+        return _Prepared(batch, n, total, parts, hashes, keyed if any_key else None, born, given_ids, allowed_set)
 
     def _append_locked(
-        self, cfg: TopicConfig, batch: _Batch, producer_id: str | None, sequence: int | None
+        self, cfg: TopicConfig, prep: _Prepared, producer_id: str | None, sequence: int | None
     ) -> tuple[AppendColumns, int]:
-        n = batch.n
+        n = prep.n
+        batch = prep.batch
         topic = cfg.name
         store_ms = max(_now_ms(), self.last_store_ms)
         hour = store_ms // MS_PER_HOUR
-        parr = batch.parts
+        parr = prep.parts.copy()
         if parr.min() < 0:  # messages without key or partition: one sticky partition per batch
-            parr[parr < 0] = self._next_partition(topic, cfg.partitions, batch.allowed)
+            parr[parr < 0] = self._next_partition(topic, cfg.partitions, prep.allowed)
         # queue offsets
         first_part = int(parr[0])
         if n == 1 or bool((parr == first_part).all()):
@@ -616,55 +590,50 @@ class Store:
                 start = self.queue(topic, p).next_offset
                 qarr[rows] = np.arange(start, start + len(rows))
         # message IDs: node-assigned ones are a run of sequence numbers of (topic, hour)
-        given = batch.given_ids
+        given = prep.given_ids
         assigned = n - len(given)
         first_seq = 0
+        prefix = f"{topic}-{self.node_iphex}-{hour}-".encode()
         if assigned:
             first_seq = self.msgids.assign(topic, hour, self.node_ip, assigned)
-            prefix = f"{topic}-{self.node_iphex}-{hour}-"
-            if not given:
-                ids_b = list(
-                    map((prefix.encode() + b"%d").__mod__, range(first_seq, first_seq + n))
-                )
-                ids = list(map(bytes.decode, ids_b))
-            else:
-                seqs = map(str, range(first_seq, first_seq + assigned))
-                ids = [m if m is not None else prefix + next(seqs) for m in batch.mids]  # type: ignore[union-attr]
-                ids_b = list(map(str.encode, ids))
+        if not given:
+            ids = numbered_ids(prefix, first_seq, n)
         else:
-            ids = batch.mids  # type: ignore[assignment]
-            ids_b = list(map(str.encode, ids))
-        born = (
-            store_ms if batch.born is None else [store_ms if b is None else b for b in batch.born]
-        )
+            seqs = iter(range(first_seq, first_seq + assigned))
+            have = dict((i, str(mid).encode()) for i, mid in given)
+            ids = PackedColumn.of_bytes(
+                [have[i] if i in have else prefix + b"%d" % next(seqs) for i in range(n)]
+            )
+        born = store_ms if prep.born is None else np.where(prep.born < 0, store_ms, prep.born)
         producer = (producer_id.encode(), sequence) if producer_id is not None else None
-        # one buffer for the whole batch into the write cache
-        data, sizes = encode_batch(
+        encoded = encode_frames(
             topic.encode(),
             parr,
             qarr,
             born,
             store_ms,
-            batch.keys_b,
-            batch.tags_b,
-            ids_b,
-            batch.values,
-            producer,
-            join=batch.total < GATHER_MIN_VALUE_BYTES * n,
+            (batch.keys.blob, batch.keys.lens),
+            (batch.tags.blob, batch.tags.lens),
+            (ids.blob, ids.lens),
+            (batch.values.blob, batch.values.lens),
+            producer,  # type: ignore[arg-type]
         )
-        positions = self.log.append(data, sizes)
+        frame_pos = self.log.append(encoded.pieces, encoded.frame_sizes)
+        positions = encoded.row_offsets + int(frame_pos[0])
         self.last_store_ms = store_ms
         # derived indexes, as arrays
         entries = np.empty(n, dtype=ENTRY_DTYPE)
         entries["pos"] = positions
-        entries["size"] = sizes
-        tags_b = batch.tags_b
-        entries["tag"] = 0 if tags_b.count(None) == n else [tag_hash(t) for t in tags_b]
+        entries["size"] = encoded.record_sizes
+        entries["tag"] = 0 if batch.tags.absent() else tag_hashes(batch.tags)
         for p, rows in groups.items():
             self.queue(topic, p).append(entries if rows is None else entries[rows])
-        if batch.key_hashes is not None:
-            kpos = positions if batch.key_rows is None else positions[batch.key_rows]
-            self.keyidx.add(batch.key_hashes, kpos, store_ms)
+        if prep.hashes is not None:
+            keyed = prep.keyed
+            if bool(keyed.all()):  # type: ignore[union-attr]
+                self.keyidx.add(prep.hashes, positions, store_ms)
+            else:
+                self.keyidx.add(prep.hashes[keyed], positions[keyed], store_ms)
         if assigned:
             if not given:
                 self.msgids.put_run(topic, hour, self.node_ip, first_seq, positions)
@@ -674,12 +643,12 @@ class Store:
                 self.msgids.put_run(topic, hour, self.node_ip, first_seq, positions[mask])
         for i, mid in given:
             self.msgids.put(mid, int(positions[i]))
-        done = AppendColumns(parr.tolist(), qarr.tolist(), ids)
+        done = AppendColumns(parr, qarr, ids.blob, ids.lens)
         if producer_id is not None:
-            self.dedup.put(producer_id, sequence, done.results())  # type: ignore[arg-type]
+            self.dedup.put(producer_id, sequence, done)  # type: ignore[arg-type]
         c = self.counters
         c["appended_messages"] += n
-        c["appended_bytes"] += batch.total
+        c["appended_bytes"] += prep.total
         c["append_batches"] += 1
         return done, self.log.end
 
@@ -785,7 +754,7 @@ class Store:
         if begin_ms > end_ms:
             return LookupResult(out, False)
         start, end = self.log.start_pos, self.log.end
-        for pos in self.keyidx.lookup(key_hash(topic, key), begin_ms, end_ms):
+        for pos in self.keyidx.lookup(key_hash(key), begin_ms, end_ms):
             if pos < start or pos >= end:
                 continue
             rec = self.log.read(pos)

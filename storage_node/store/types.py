@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import repeat
+
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -51,21 +54,72 @@ _SET_OFFSET = AppendResult.offset.__set__  # type: ignore[attr-defined]
 _SET_MSG_ID = AppendResult.msg_id.__set__  # type: ignore[attr-defined]
 
 
-@dataclass(frozen=True)
 class AppendColumns:
-    """Where a batch went, as parallel lists (``append_columns``): no object per message."""
+    """Where a batch went, as arrays (``append_columns``): no object per message.
 
-    partitions: list[int]
-    offsets: list[int]
-    msg_ids: list[str]
+    ``partitions``, ``offsets`` and ``msg_ids`` are lists built on first use; the arrays
+    and the packed IDs serve callers that answer in bulk (the binary wire answer).
+    """
+
+    __slots__ = ("partition_array", "offset_array", "ids_blob", "id_lens", "_msg_ids")
+
+    def __init__(
+        self,
+        partitions: Sequence[int] | np.ndarray,
+        offsets: Sequence[int] | np.ndarray,
+        ids_blob: bytes | Sequence[str] = b"",
+        id_lens: np.ndarray | None = None,
+    ) -> None:
+        self.partition_array = np.asarray(partitions, dtype=np.int64)
+        self.offset_array = np.asarray(offsets, dtype=np.int64)
+        self._msg_ids: list[str] | None = None
+        if id_lens is None:  # given as a list of strings
+            self._msg_ids = list(ids_blob)  # type: ignore[arg-type]
+            encoded = [m.encode() for m in self._msg_ids]
+            ids_blob = b"".join(encoded)
+            id_lens = np.fromiter(map(len, encoded), np.int64, len(encoded))
+        self.ids_blob = bytes(ids_blob)  # type: ignore[arg-type]
+        self.id_lens = np.asarray(id_lens, dtype=np.int64)
 
     def __len__(self) -> int:
-        return len(self.msg_ids)
+        return len(self.offset_array)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, AppendColumns) and (
+            self.partitions == other.partitions
+            and self.offsets == other.offsets
+            and self.msg_ids == other.msg_ids
+        )
+
+    def __repr__(self) -> str:
+        return f"AppendColumns({len(self)} messages)"
+
+    @property
+    def partitions(self) -> list[int]:
+        return self.partition_array.tolist()
+
+    @property
+    def offsets(self) -> list[int]:
+        return self.offset_array.tolist()
+
+    @property
+    def msg_ids(self) -> list[str]:
+        if self._msg_ids is None:
+            ends = np.cumsum(self.id_lens).tolist()
+            text = self.ids_blob.decode()
+            if len(text) == len(self.ids_blob):  # ASCII: byte offsets are character offsets
+                self._msg_ids = list(map(text.__getitem__, map(slice, [0, *ends[:-1]], ends)))
+            else:
+                blob = self.ids_blob
+                self._msg_ids = [
+                    blob[a:b].decode() for a, b in zip([0, *ends[:-1]], ends, strict=True)
+                ]
+        return self._msg_ids
 
     def results(self) -> list[AppendResult]:
         """One AppendResult per message, built without the frozen-dataclass ``__init__``:
         C-level slot stores, and no dict per message for the garbage collector to track."""
-        n = len(self.msg_ids)
+        n = len(self)
         objs = list(map(object.__new__, repeat(AppendResult, n)))
         deque(map(_SET_PARTITION, objs, self.partitions), 0)
         deque(map(_SET_OFFSET, objs, self.offsets), 0)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from storage_node.errors import InvalidBatch, MessageTooLarge, NotOwner
-from storage_node.formats.record import decode_record, encode_batch, iter_valid_records
 from storage_node.store import AppendColumns, MessageIn, Store
 from storage_node.store.types import AppendResult
 
@@ -106,47 +105,3 @@ def test_large_values_written_as_pieces_read_back(config, store: Store) -> None:
         found = reopened.lookup_key("orders", "big", max_count=100).messages
         assert [m.value for m in found] == values[::-1]
         assert reopened.recovery_report.get("truncated_bytes", 0) == 0
-
-
-@pytest.mark.parametrize(
-    ("keys", "tags", "ids"),
-    [
-        (
-            [b"key-%04d" % i for i in range(40)],
-            [b"tg"] * 40,
-            [b"t-0a000001-1-%03d" % (i + 100) for i in range(40)],
-        ),
-        (
-            [b"key\x00%03d\x00" % i for i in range(40)],
-            [None] * 40,
-            [b"t-0a000001-1-%d" % i for i in range(40)],
-        ),
-        ([None] * 40, [None] * 40, [b"t-0a000001-1-%03d" % (i + 100) for i in range(40)]),
-        ([b""] * 40, [b"x"] * 40, [b"t-0a000001-1-%03d" % (i + 100) for i in range(40)]),
-        (
-            [None if i % 2 else b"kk" for i in range(40)],
-            [b"t"] * 40,
-            [b"t-0a000001-1-%d" % i for i in range(40)],
-        ),
-    ],
-)
-def test_fixed_width_fields_and_pieces_roundtrip(keys: list, tags: list, ids: list) -> None:
-    """Fields of one width ride in the header array; records decode the same either way, and
-    the gathering form (pieces) holds exactly the bytes of the joined form."""
-    values = [bytes([i]) * (i * 37 % 200) for i in range(40)]
-    args = (b"t", [i % 3 for i in range(40)], list(range(40)), [7] * 40, 9, keys, tags, ids, values)
-    buf, sizes = encode_batch(*args)
-    pieces, sizes2 = encode_batch(*args, join=False)
-    assert b"".join(pieces) == bytes(buf) and list(sizes) == list(sizes2)
-    found = list(iter_valid_records(buf))
-    assert len(found) == 40
-    for i, (off, _size) in enumerate(found):
-        rec = decode_record(buf, off)
-        want_key = None if keys[i] is None else keys[i].decode()
-        want_tag = None if tags[i] is None else tags[i].decode()
-        assert (rec.key, rec.tag, rec.msg_id, rec.value) == (
-            want_key,
-            want_tag,
-            ids[i].decode(),
-            values[i],
-        )

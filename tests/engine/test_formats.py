@@ -24,17 +24,26 @@ from storage_node.formats.key_index_compacted import (
     verify_compacted_key_index,
 )
 from storage_node.formats.msgid import MsgIdIndexFile, format_msg_id, parse_msg_id
+from storage_node.formats.packed import PackedColumn
 from storage_node.formats.queue_index import ENTRY_DTYPE, QueueIndex
 from storage_node.formats.record import (
     FLAG_BATCH_END,
-    decode_record,
-    encode_batch,
-    iter_valid_records,
+    decode_frame,
+    encode_frames,
+    frame_flags,
+    iter_frames,
+    read_record,
 )
 from storage_node.formats.segment import last_batch_end, scan_segment
 
 
-def _records(n: int, big: int = -1, seed: int = 1) -> tuple[bytearray, np.ndarray]:
+def _packed(items: list) -> tuple[bytes, np.ndarray]:
+    column = PackedColumn.of_bytes(items)
+    return column.blob, column.lens
+
+
+def _records(n: int, big: int = -1, seed: int = 1, target: int = 4096) -> tuple[bytes, object]:
+    """A batch of n records (record ``big`` larger than a compressed block) as written."""
     rnd = random.Random(seed)
     values = [
         os.urandom(rnd.randint(0, 300)) if i != big else os.urandom(BLOCK_RAW_MAX * 2)
@@ -43,25 +52,32 @@ def _records(n: int, big: int = -1, seed: int = 1) -> tuple[bytearray, np.ndarra
     keys = [None if i % 5 == 0 else f"k{i}".encode() for i in range(n)]
     tags = [None if i % 3 else b"tag" for i in range(n)]
     ids = [f"a-0a000001-1-{i}".encode() for i in range(n)]
-    return encode_batch(
+    encoded = encode_frames(
         b"topic",
-        [i % 4 for i in range(n)],
-        list(range(n)),
-        list(range(n)),
+        np.array([i % 4 for i in range(n)]),
+        np.arange(n),
+        np.arange(n),
         99,
-        keys,
-        tags,
-        ids,
-        values,
+        _packed(keys),
+        _packed(tags),
+        _packed(ids),
+        _packed(values),
         (b"prod", 5),
+        target,
     )
+    encoded.values = values  # type: ignore[attr-defined]
+    return b"".join(encoded.pieces), encoded
 
 
-def test_record_roundtrip_and_batch_end():
-    buf, sizes = _records(50)
-    offs = [o for o, _ in iter_valid_records(buf)]
-    assert len(offs) == 50 and sum(sizes) == len(buf)
-    recs = [decode_record(buf, o) for o in offs]
+def test_frame_roundtrip_and_batch_end():
+    buf, enc = _records(50)
+    frames = list(iter_frames(buf))
+    assert len(frames) == len(enc.frame_sizes) > 1 and sum(enc.frame_sizes) == len(buf)
+    assert [size for _off, size in frames] == enc.frame_sizes.tolist()
+    offs = enc.row_offsets.tolist()
+    recs = [read_record(buf, o) for o in offs]
+    assert [r.value for r in recs] == enc.values
+    assert [r.size for r in recs] == enc.record_sizes.tolist()
     assert (
         recs[7].key == "k7" and recs[5].key is None and recs[4].tag is None and recs[3].tag == "tag"
     )
@@ -72,17 +88,66 @@ def test_record_roundtrip_and_batch_end():
         and recs[9].store_ms == 99
     )
     assert recs[0].producer_id == "prod" and recs[0].sequence == 5
-    assert buf[offs[-1] + 9] & FLAG_BATCH_END and not buf[offs[-2] + 9] & FLAG_BATCH_END
-    assert last_batch_end(bytes(buf), 0, len(buf) - 1) == 0  # the batch is incomplete
-    assert last_batch_end(bytes(buf), 0, len(buf)) == len(buf)
+    assert recs[0].msg_id == "a-0a000001-1-0" and recs[0].topic == "topic"
+    # every frame decodes to its records in order
+    decoded = [rec for off, _size in frames for _row, rec in decode_frame(buf, off)]
+    assert decoded == recs
+    last_off = frames[-1][0]
+    assert frame_flags(buf, last_off) & FLAG_BATCH_END
+    assert not frame_flags(buf, frames[-2][0]) & FLAG_BATCH_END
+    assert last_batch_end(buf, 0, len(buf) - 1) == 0  # the batch is incomplete
+    assert last_batch_end(buf, 0, len(buf)) == len(buf)
     bad = bytearray(buf)
-    bad[offs[3] + 50] ^= 1
+    victim = offs[3]
+    bad[victim + 50] ^= 1
     with pytest.raises(CorruptData):
-        decode_record(bad, offs[3])
+        read_record(bytes(bad), victim)
     end, corrupt = scan_segment(bytes(bad))
-    assert end == len(buf) and corrupt == [offs[3]]
-    end, corrupt = scan_segment(bytes(buf[:-5]))
-    assert end == offs[-1] and corrupt == []
+    assert end == len(buf) and corrupt == [frames[0][0]]
+    end, corrupt = scan_segment(buf[:-5])
+    assert end == last_off and corrupt == []
+
+
+@pytest.mark.parametrize(
+    ("keys", "tags", "ids"),
+    [
+        ([b"key-%04d" % i for i in range(40)], [b"tg"] * 40, [b"t-0a000001-1-%d" % i for i in range(40)]),
+        ([b"key\x00%03d\x00" % i for i in range(40)], [None] * 40, [b"t-0a000001-1-%d" % i for i in range(40)]),
+        ([None] * 40, [None] * 40, [b"t-0a000001-1-%03d" % (i + 100) for i in range(40)]),
+        ([b""] * 40, [b""] * 40, [b"t-0a000001-1-%03d" % (i + 100) for i in range(40)]),
+        ([None if i % 2 else b"kk" for i in range(40)], [b"t"] * 40, [b"t-0a000001-1-%d" % i for i in range(40)]),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("target", [1, 512, 1 << 20])
+def test_frames_of_any_size_hold_every_field(
+    keys: list, tags: list, ids: list, target: int
+) -> None:
+    """One record per frame, a few per frame, or one frame for all: the same records."""
+    values = [bytes([i]) * (i * 37 % 200) for i in range(40)]
+    enc = encode_frames(
+        b"t",
+        np.array([i % 3 for i in range(40)]),
+        np.arange(40),
+        np.full(40, 7),
+        9,
+        _packed(keys),
+        _packed(tags),
+        _packed(ids),
+        _packed(values),
+        None,
+        target,
+    )
+    buf = b"".join(enc.pieces)
+    recs = [read_record(buf, o) for o in enc.row_offsets.tolist()]
+    assert [r.value for r in recs] == values
+    assert [None if r.key is None else r.key.encode() for r in recs] == keys
+    assert [None if r.tag is None else r.tag.encode() for r in recs] == tags
+    assert [r.msg_id.encode() for r in recs] == ids
+    assert {r.producer_id for r in recs} == {None}
+    if target == 1:
+        assert len(enc.frame_sizes) == 40
+    if target == 1 << 20:
+        assert len(enc.frame_sizes) == 1
 
 
 def _naive_chains(hashes: list[int], slots: int) -> dict[int, list[int]]:
@@ -152,17 +217,16 @@ def test_index_file_full_and_truncate_repairs_heads(tmp_path):
 
 
 def test_compressed_segment_random_reads(tmp_path):
-    buf, _sizes = _records(600, big=300)
-    raw = bytes(buf)
+    raw, _sizes = _records(600, big=300)
     for compress in (True, False):
         comp = compact_segment_bytes(raw, compress)
         verify_compacted_segment(raw, comp)
         assert decompress_all(comp) == raw
         reader = CompressedSegmentReader(len(comp), lambda o, n, c=comp: c[o : o + n])
         assert (reader.index["raw_len"] <= BLOCK_RAW_MAX).sum() == len(reader.index) - 1
-        for off, _size in list(iter_valid_records(raw))[::37]:
+        for off in _sizes.row_offsets.tolist()[::37]:
             block, rel = reader.read_at(off)
-            assert decode_record(block, rel) == decode_record(raw, off)
+            assert read_record(block, rel) == read_record(raw, off)
     with pytest.raises(CorruptData):
         verify_compacted_segment(raw[:-1] + b"x", compact_segment_bytes(raw))
     with pytest.raises(CorruptData):

@@ -1,0 +1,69 @@
+"""The key hash: one 32-bit hash per key, computed for a whole batch with array operations.
+
+It picks a key's partition (``hash % partitions``, shared by the store, the client and the
+Spark writer) and its key-index slot. Defined on the UTF-8 bytes ``b[0..L)`` of a key as::
+
+    h = sum(b[j] * P ** (L - 1 - j)) mod 2**32      (a polynomial hash, P = 16777619)
+    hash = fmix32(h ^ (L * 0x9E3779B1 mod 2**32))     (MurmurHash3's finaliser)
+
+so every bit of the result depends on every byte, and a batch of keys packed back to back is
+hashed with a handful of numpy calls instead of a Python call per key.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+P = np.uint32(16777619)
+LEN_MIX = np.uint32(0x9E3779B1)
+
+
+@lru_cache(maxsize=8)
+def _powers(count: int) -> np.ndarray:
+    """P**k mod 2**32 for k < count (count rounded up to a power of two by the caller)."""
+    out = np.empty(count, dtype=np.uint32)
+    out[0] = 1
+    with np.errstate(over="ignore"):
+        for k in range(1, count):
+            out[k] = out[k - 1] * P
+    return out
+
+
+def _fmix32(h: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        h = h ^ (h >> np.uint32(16))
+        h = h * np.uint32(0x85EBCA6B)
+        h = h ^ (h >> np.uint32(13))
+        h = h * np.uint32(0xC2B2AE35)
+        return h ^ (h >> np.uint32(16))
+
+
+def key_hashes(blob: bytes | bytearray | memoryview, lens: np.ndarray) -> np.ndarray:
+    """uint32 hash of each key packed in ``blob`` (``lens[i] < 0``: no key, hash 0)."""
+    lens = np.asarray(lens, dtype=np.int64)
+    sizes = np.maximum(lens, 0)
+    n = len(sizes)
+    total = int(sizes.sum())
+    h = np.zeros(n, dtype=np.uint32)
+    if total:
+        data = np.frombuffer(blob, dtype=np.uint8, count=total).astype(np.uint32)
+        ends = np.cumsum(sizes)
+        longest = int(sizes.max())
+        table = _powers(1 << max(4, (longest - 1).bit_length()))
+        exps = np.repeat(ends - 1, sizes) - np.arange(total, dtype=np.int64)
+        with np.errstate(over="ignore"):
+            data *= table[exps]
+        nonempty = sizes > 0
+        h[nonempty] = np.add.reduceat(data, (ends - sizes)[nonempty], dtype=np.uint32)
+    with np.errstate(over="ignore"):
+        out = _fmix32(h ^ (sizes.astype(np.uint32) * LEN_MIX))
+    out[lens < 0] = 0
+    return out
+
+
+def key_hash(key: str) -> int:
+    """The hash of one key (the same function, for lookups and single messages)."""
+    data = key.encode()
+    return int(key_hashes(data, np.array([len(data)], dtype=np.int64))[0])

@@ -1,0 +1,178 @@
+"""A batch as packed columns: one blob plus one length array per field.
+
+This is the engine's own batch shape. The binary wire format (docs/BATCH_FORMAT.md) and
+Arrow buffers map onto it without a Python object per message, and the append path encodes
+it with whole-array operations. ``-1`` in a length, timestamp or partition array means
+"not given" for that message, exactly as on the wire.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import repeat
+from operator import is_not
+
+import numpy as np
+
+from storage_node.errors import InvalidBatch
+
+NONE = -1
+
+
+@dataclass
+class PackedColumn:
+    """Byte strings back to back in ``blob``; ``lens[i]`` is the i-th one's length, -1 = absent."""
+
+    blob: bytes | bytearray | memoryview
+    lens: np.ndarray  # int64
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """Lengths with absent entries counted as 0 bytes."""
+        return np.maximum(self.lens, 0)
+
+    def ends(self) -> np.ndarray:
+        """End offset of each entry in ``blob``."""
+        return np.cumsum(self.sizes, dtype=np.int64)
+
+    def absent(self) -> bool:
+        return bool((self.lens < 0).all())
+
+    def get(self, i: int) -> bytes | None:
+        """One entry (for error messages and rare per-message paths)."""
+        if self.lens[i] < 0:
+            return None
+        end = int(self.ends()[i])
+        return bytes(self.blob[end - int(self.lens[i]) : end])
+
+    def to_list(self) -> list[bytes | None]:
+        ends = self.ends().tolist()
+        starts = [0, *ends[:-1]]
+        blob = bytes(self.blob)
+        return [
+            blob[s:e] if p else None
+            for s, e, p in zip(starts, ends, (self.lens >= 0).tolist(), strict=True)
+        ]
+
+    @classmethod
+    def of_bytes(cls, items: Sequence[bytes | None]) -> PackedColumn:
+        """Pack a list of bytes (None = absent) with C-level calls only."""
+        n = len(items)
+        if items.count(None) == 0:
+            return cls(b"".join(items), np.fromiter(map(len, items), np.int64, n))  # type: ignore[arg-type]
+        present = np.fromiter(map(is_not, items, repeat(None)), dtype=bool, count=n)
+        lens = np.full(n, NONE, dtype=np.int64)
+        kept = [x for x in items if x is not None]
+        lens[present] = np.fromiter(map(len, kept), np.int64, len(kept))
+        return cls(b"".join(kept), lens)
+
+    @classmethod
+    def of_text(cls, items: Sequence[str | None], what: str) -> PackedColumn:
+        """Pack strings as UTF-8; a non-string is a typed error naming the message."""
+        n = len(items)
+        missing = items.count(None)
+        if set(map(type, items)) - {type(None)} - {str}:
+            i = next(i for i, s in enumerate(items) if s is not None and type(s) is not str)
+            raise InvalidBatch(f"message {i}: {what} must be a string", index=i)
+        if missing == n:
+            return cls(b"", np.full(n, NONE, dtype=np.int64))
+        kept: Sequence[str] = items if missing == 0 else [s for s in items if s is not None]  # type: ignore[assignment]
+        text = "".join(kept)
+        try:
+            blob = text.encode()
+        except UnicodeEncodeError:
+            i = next(i for i, s in enumerate(items) if s is not None and not _encodes(s))
+            raise InvalidBatch(f"message {i}: {what} is not valid Unicode", index=i) from None
+        if len(blob) == len(text):  # ASCII: character counts are byte counts
+            lens_kept = np.fromiter(map(len, kept), np.int64, len(kept))
+        else:
+            lens_kept = np.fromiter(map(len, map(str.encode, kept)), np.int64, len(kept))
+        if missing == 0:
+            return cls(blob, lens_kept)
+        lens = np.full(n, NONE, dtype=np.int64)
+        lens[np.fromiter(map(is_not, items, repeat(None)), dtype=bool, count=n)] = lens_kept
+        return cls(blob, lens)
+
+    @classmethod
+    def empty(cls, n: int) -> PackedColumn:
+        return cls(b"", np.full(n, NONE, dtype=np.int64))
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _int_column(items: Sequence[int | None] | None, n: int, what: str) -> np.ndarray | None:
+    if items is None or items.count(None) == n:
+        return None
+    out = np.full(n, NONE, dtype=np.int64)
+    for i, v in enumerate(items):
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0 or v >= 2**63:
+            raise InvalidBatch(f"message {i}: {what} must be a non-negative integer", index=i)
+        out[i] = v
+    return out
+
+
+@dataclass
+class PackedBatch:
+    """One batch of messages as columns (see the module docstring)."""
+
+    values: PackedColumn
+    keys: PackedColumn
+    tags: PackedColumn
+    msg_ids: PackedColumn
+    timestamps: np.ndarray | None = None  # int64 born ms, -1 = store time; None = all
+    partitions: np.ndarray | None = None  # int64, -1 = chosen by the node; None = all
+
+    def __len__(self) -> int:
+        return len(self.values.lens)
+
+    @classmethod
+    def from_lists(
+        cls,
+        values: Sequence[bytes],
+        keys: Sequence[str | None] | None = None,
+        tags: Sequence[str | None] | None = None,
+        msg_ids: Sequence[str | None] | None = None,
+        timestamps: Sequence[int | None] | None = None,
+        partitions: Sequence[int | None] | None = None,
+    ) -> PackedBatch:
+        """Pack parallel lists (None = not given for all); typed errors for wrong types."""
+        if not isinstance(values, list | tuple):
+            raise InvalidBatch("values must be a list of bytes")
+        n = len(values)
+        for name, column in (
+            ("keys", keys),
+            ("tags", tags),
+            ("msg_ids", msg_ids),
+            ("timestamps", timestamps),
+            ("partitions", partitions),
+        ):
+            if column is not None and (not isinstance(column, list | tuple) or len(column) != n):
+                raise InvalidBatch(f"{name} must be a list as long as values ({n})")
+        if set(map(type, values)) != {bytes} and n:
+            values = list(values)
+            for i, v in enumerate(values):
+                if type(v) is not bytes:
+                    if not isinstance(v, bytes | bytearray | memoryview):
+                        raise InvalidBatch(f"message {i}: value must be bytes", index=i)
+                    values[i] = bytes(v)  # type: ignore[index]
+        return cls(
+            values=PackedColumn(b"".join(values), np.fromiter(map(len, values), np.int64, n)),
+            keys=PackedColumn.empty(n) if keys is None else PackedColumn.of_text(keys, "key"),
+            tags=PackedColumn.empty(n) if tags is None else PackedColumn.of_text(tags, "tag"),
+            msg_ids=(
+                PackedColumn.empty(n)
+                if msg_ids is None
+                else PackedColumn.of_text(msg_ids, "message ID")
+            ),
+            timestamps=_int_column(timestamps, n, "timestamp"),
+            partitions=_int_column(partitions, n, "partition"),
+        )
