@@ -6,7 +6,10 @@ Prints JSON lines:
   http_ingest_binary   msgs_per_s through one node (--connections concurrent producers, default
                        2), application/x-msgstore-batch, ratio_vs_inprocess
   http_ingest_json     msgs_per_s through one node, JSON bodies, ratio_vs_inprocess
-  http_read            p50_us / p99_us of single-page partition reads over keep-alive HTTP
+  http_read            p50_us / p99_us of 10-message page reads over keep-alive HTTP, JSON and
+                       (binary_p50_us / binary_p99_us) the binary read framing, both decoded
+  http_scan            msgs_per_s reading whole partitions in 10,000-message pages, JSON vs
+                       binary read framing (ratio_binary_vs_json)
 
 Usage: python bench/node.py [--quick] [--messages N] [--batch B]
 """
@@ -31,7 +34,11 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from storage_node.server.batch_codec import CONTENT_TYPE, encode_batch  # noqa: E402
+from storage_node.server.batch_codec import (  # noqa: E402
+    CONTENT_TYPE,
+    decode_read_answer,
+    encode_batch,
+)
 from storage_node.store import MessageIn, Store, StoreConfig, TopicConfig  # noqa: E402
 from tests.conftest import pick_free_port  # noqa: E402
 
@@ -142,10 +149,14 @@ def http_ingest(node: Node, messages: int, batch: int, binary: bool, connections
     return messages / (time.perf_counter() - started)
 
 
-def http_read(node: Node, reads: int) -> tuple[float, float, float]:
+def http_read(node: Node, reads: int, binary: bool = False) -> tuple[float, float, float]:
+    """p50, p99 of 10-message page reads at random offsets, and p50 of /healthz (the floor).
+
+    ``binary`` asks for the binary read framing and decodes it, as a client would."""
     session = requests.Session()
     offsets = requests.get(node.address + "/v1/topics/bench").json()["partition_offsets"]
     rng = random.Random(3)
+    headers = {"Accept": CONTENT_TYPE} if binary else {}
     lat = []
     for _ in range(reads):
         p = rng.randrange(len(offsets))
@@ -154,9 +165,14 @@ def http_read(node: Node, reads: int) -> tuple[float, float, float]:
         resp = session.get(
             f"{node.address}/v1/topics/bench/partitions/{p}/messages",
             params={"offset": off, "max_messages": 10},
+            headers=headers,
         )
-        lat.append(time.perf_counter() - started)
         resp.raise_for_status()
+        if binary:
+            decode_read_answer(resp.content).value_list()
+        else:
+            resp.json()
+        lat.append(time.perf_counter() - started)
     lat.sort()
     floor = []
     for _ in range(reads // 2):
@@ -165,6 +181,33 @@ def http_read(node: Node, reads: int) -> tuple[float, float, float]:
         floor.append(time.perf_counter() - started)
     floor.sort()
     return lat[len(lat) // 2] * 1e6, lat[int(len(lat) * 0.99)] * 1e6, floor[len(floor) // 2] * 1e6
+
+
+def http_scan(node: Node, binary: bool, page: int = 10_000) -> float:
+    """msgs/s of reading every partition to its end in ``page``-message pages, decoded as a
+    client would (JSON parse, or the binary framing's decoder plus the value list)."""
+    session = requests.Session()
+    offsets = requests.get(node.address + "/v1/topics/bench").json()["partition_offsets"]
+    headers = {"Accept": CONTENT_TYPE} if binary else {}
+    count = 0
+    started = time.perf_counter()
+    for part in offsets:
+        offset, end = part["first_offset"], part["next_offset"]
+        while offset < end:
+            resp = session.get(
+                f"{node.address}/v1/topics/bench/partitions/{part['partition']}/messages",
+                params={"offset": offset, "max_messages": page, "max_bytes": 64 << 20},
+                headers=headers,
+            )
+            resp.raise_for_status()
+            if binary:
+                cols = decode_read_answer(resp.content)
+                cols.value_list()
+                count, offset = count + len(cols), cols.next_offset
+            else:
+                doc = resp.json()
+                count, offset = count + len(doc["messages"]), doc["next_offset"]
+    return count / (time.perf_counter() - started)
 
 
 def inprocess_read(workdir: Path, reads: int) -> float:
@@ -245,7 +288,14 @@ def main() -> None:
         node = Node(workdir)
         try:
             http_ingest(node, min(messages, 50_000), args.batch, True)
-            p50, p99, floor = http_read(node, 500 if args.quick else 2000)
+            reads = 500 if args.quick else 2000
+            p50, p99, floor = http_read(node, reads)
+            bin_p50, bin_p99, _ = http_read(node, reads, binary=True)
+            http_ingest(node, messages, args.batch, True)  # a bigger topic for page scans
+            scans = {
+                name: statistics.median(http_scan(node, binary) for _ in range(repeats))
+                for name, binary in (("json", False), ("binary", True))
+            }
         finally:
             node.stop()
         inproc = inprocess_read(workdir, 500 if args.quick else 2000)
@@ -258,6 +308,22 @@ def main() -> None:
                     "max_messages": 10,
                     "healthz_p50_us": round(floor),
                     "inprocess_read_p50_us": round(inproc),
+                    "binary_p50_us": round(bin_p50),
+                    "binary_p99_us": round(bin_p99),
+                }
+            ),
+            flush=True,
+        )
+        print(
+            json.dumps(
+                {
+                    "bench": "http_scan",
+                    "page": 10_000,
+                    "json_msgs_per_s": round(scans["json"]),
+                    "binary_msgs_per_s": round(scans["binary"]),
+                    "ratio_binary_vs_json": round(scans["binary"] / scans["json"], 3),
+                    "value_bytes": VALUE_BYTES,
+                    "repeats": repeats,
                 }
             ),
             flush=True,
