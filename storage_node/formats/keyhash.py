@@ -64,6 +64,15 @@ def key_hashes(blob: bytes | bytearray | memoryview, lens: np.ndarray) -> np.nda
 
 
 def key_hash(key: str) -> int:
-    """The hash of one key (the same function, for lookups and single messages)."""
+    """The hash of one key: the same function with plain integers (a lookup hashes one key,
+    where numpy's per-call overhead would cost more than the arithmetic)."""
     data = key.encode()
-    return int(key_hashes(data, np.array([len(data)], dtype=np.int64))[0])
+    h = 0
+    for b in data:
+        h = (h * 16777619 + b) & 0xFFFFFFFF
+    h ^= (len(data) * 0x9E3779B1) & 0xFFFFFFFF
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+    return h ^ (h >> 16)

@@ -18,14 +18,41 @@ import numpy as np
 from storage_node.errors import InvalidBatch
 
 NONE = -1
+# values averaging this much stay the caller's own objects (written with a gathering write)
+GATHER_MIN_VALUE_BYTES = 1024
 
 
-@dataclass
 class PackedColumn:
-    """Byte strings back to back in ``blob``; ``lens[i]`` is the i-th one's length, -1 = absent."""
+    """Byte strings back to back in ``blob``; ``lens[i]`` is the i-th one's length, -1 = absent.
 
-    blob: bytes | bytearray | memoryview
-    lens: np.ndarray  # int64
+    Large values may stay as the caller's own ``parts`` (one bytes object per present entry):
+    the log then writes them with a gathering write and the blob is joined only if asked for.
+    """
+
+    __slots__ = ("_blob", "lens", "parts")
+
+    def __init__(
+        self,
+        blob: bytes | bytearray | memoryview | None,
+        lens: np.ndarray,
+        parts: list[bytes] | None = None,
+    ) -> None:
+        self._blob = blob
+        self.lens = lens
+        self.parts = parts
+
+    @property
+    def blob(self) -> bytes | bytearray | memoryview:
+        if self._blob is None:
+            self._blob = b"".join(self.parts or ())
+        return self._blob
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of all entries (without joining parts)."""
+        if self._blob is None:
+            return int(self.sizes.sum())
+        return len(self._blob)
 
     @property
     def sizes(self) -> np.ndarray:
@@ -56,11 +83,15 @@ class PackedColumn:
         ]
 
     @classmethod
-    def of_bytes(cls, items: Sequence[bytes | None]) -> PackedColumn:
-        """Pack a list of bytes (None = absent) with C-level calls only."""
+    def of_bytes(cls, items: Sequence[bytes | None], keep_parts: bool = False) -> PackedColumn:
+        """Pack a list of bytes (None = absent) with C-level calls only; ``keep_parts``
+        (every entry present) keeps the objects instead of copying them into one blob."""
         n = len(items)
         if items.count(None) == 0:
-            return cls(b"".join(items), np.fromiter(map(len, items), np.int64, n))  # type: ignore[arg-type]
+            lens = np.fromiter(map(len, items), np.int64, n)  # type: ignore[arg-type]
+            if keep_parts:
+                return cls(None, lens, list(items))  # type: ignore[arg-type]
+            return cls(b"".join(items), lens)  # type: ignore[arg-type]
         present = np.fromiter(map(is_not, items, repeat(None)), dtype=bool, count=n)
         lens = np.full(n, NONE, dtype=np.int64)
         kept = [x for x in items if x is not None]
@@ -164,8 +195,11 @@ class PackedBatch:
                     if not isinstance(v, bytes | bytearray | memoryview):
                         raise InvalidBatch(f"message {i}: value must be bytes", index=i)
                     values[i] = bytes(v)  # type: ignore[index]
+        values_col = PackedColumn.of_bytes(values, keep_parts=True)
+        if values_col.nbytes < GATHER_MIN_VALUE_BYTES * n:
+            values_col = PackedColumn(b"".join(values), values_col.lens)
         return cls(
-            values=PackedColumn(b"".join(values), np.fromiter(map(len, values), np.int64, n)),
+            values=values_col,
             keys=PackedColumn.empty(n) if keys is None else PackedColumn.of_text(keys, "key"),
             tags=PackedColumn.empty(n) if tags is None else PackedColumn.of_text(tags, "tag"),
             msg_ids=(

@@ -5,7 +5,7 @@ record bigger than that gets a frame of its own; records never straddle frames).
 stores its records column by column, like a Kafka record batch, so encoding a batch is a
 few array operations and one ``join``, not work per record::
 
-    header : u32 frame_len  u32 crc32 (of bytes 8..frame_len)
+    header : u32 frame_len  u32 CRC-32C (of bytes 8..frame_len)
              u8 magic  u8 flags  u16 count  u8 topic_len  u8 producer_len  u16 reserved
              i64 store_ms  u64 sequence                                    (32 bytes)
     rows   : count x 48 bytes, one per record:
@@ -19,18 +19,21 @@ row; the row's ``index`` leads back to the frame header, so a read fetches one f
 its CRC and decodes one row. Records stay self-describing (topic, partition, queue offset,
 timestamps, key, tag, message ID, producer and sequence, value), so every index can be
 rebuilt from the log alone. ``flags`` of the last frame of a batch carries ``BATCH_END``:
-recovery keeps whole batches only.
+recovery keeps whole batches only. The checksum is CRC-32C (Castagnoli, as in Kafka's record
+batches and iSCSI), which the CPU computes in hardware several times faster than zlib's
+CRC-32.
 """
 
 from __future__ import annotations
 
 import struct
-import zlib
 from dataclasses import dataclass
 
 import numpy as np
+from crc32c import crc32c
 
 from storage_node.errors import CorruptData
+from storage_node.formats.packed import PackedColumn
 
 MAGIC = 0xA8
 FLAG_PRODUCER = 4  # frame flags
@@ -52,7 +55,7 @@ ROW_DTYPE = np.dtype(
 ROW = ROW_DTYPE.itemsize  # 48
 ROW_STRUCT = struct.Struct("<HHBBHHHQqIIIII")
 assert ROW_STRUCT.size == ROW
-FRAME_TARGET = 16 * 1024  # one frame is what a single read checks: keep it small
+FRAME_TARGET = 32 * 1024  # one frame is what a single read checks: keep it small
 MAX_FRAME_RECORDS = 0xFFFF
 MAX_KEY_BYTES = 0xFFFF
 MAX_TAG_BYTES = 0xFFFF
@@ -90,6 +93,13 @@ class EncodedBatch:
     record_sizes: np.ndarray  # int64
 
 
+def _cumulative(sizes: np.ndarray) -> np.ndarray:
+    """0 followed by the running sums of ``sizes`` (n + 1 entries)."""
+    out = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=out[1:])
+    return out
+
+
 def _starts(sizes: np.ndarray) -> np.ndarray:
     out = np.zeros(len(sizes), dtype=np.int64)
     np.cumsum(sizes[:-1], out=out[1:])
@@ -102,23 +112,26 @@ def encode_frames(
     queue_offsets: np.ndarray,
     born: np.ndarray | int,
     store_ms: int,
-    keys: tuple[bytes | memoryview, np.ndarray],
-    tags: tuple[bytes | memoryview, np.ndarray],
-    msg_ids: tuple[bytes | memoryview, np.ndarray],
-    values: tuple[bytes | memoryview, np.ndarray],
+    keys: PackedColumn,
+    tags: PackedColumn,
+    msg_ids: PackedColumn,
+    values: PackedColumn,
     producer: tuple[bytes, int] | None = None,
     target: int = FRAME_TARGET,
 ) -> EncodedBatch:
-    """Encode a batch given as packed columns ``(blob, lengths)``; -1 = absent key/tag.
+    """Encode a batch given as packed columns; -1 lengths = absent key/tag.
 
     Everything per record is computed as arrays; Python work is per frame (a few slices
-    and one CRC), so the cost per message is a few array elements.
+    and one CRC), so the cost per message is a few array elements. Values kept as parts
+    (large ones) go to the pieces as they are: no copy before the write.
     """
     n = len(partitions)
-    kblob, klens = keys
-    tblob, tlens = tags
-    iblob, ilens = msg_ids
-    vblob, vlens = values
+    kblob, klens = keys.blob, keys.lens
+    tblob, tlens = tags.blob, tags.lens
+    iblob, ilens = msg_ids.blob, msg_ids.lens
+    vparts = values.parts
+    vblob = b"" if vparts is not None else values.blob
+    vlens = values.lens
     ks = np.maximum(klens, 0)
     ts = np.maximum(tlens, 0)
     ids = np.asarray(ilens, dtype=np.int64)
@@ -131,18 +144,19 @@ def encode_frames(
     first = np.ones(n, dtype=bool)
     first[1:] = bucket[1:] != bucket[:-1]
     heads = np.flatnonzero(first)
-    if n > MAX_FRAME_RECORDS and int(np.diff(np.r_[heads, n]).max()) > MAX_FRAME_RECORDS:
+    ends = np.append(heads[1:], n)
+    if n > MAX_FRAME_RECORDS and int((ends - heads).max()) > MAX_FRAME_RECORDS:
         first[::MAX_FRAME_RECORDS] = True
         heads = np.flatnonzero(first)
+        ends = np.append(heads[1:], n)
     nf = len(heads)
-    counts = np.diff(np.r_[heads, n])
+    counts = ends - heads
     fid = np.repeat(np.arange(nf), counts)
     index_in_frame = np.arange(n, dtype=np.int64) - heads[fid]
     pid = producer[0] if producer is not None else b""
     lead = topic + pid
     # byte totals of each column per frame, and the column bases inside each frame
-    kc, tc, ic, vc = (np.r_[0, np.cumsum(x)] for x in (ks, ts, ids, vs))
-    ends = np.r_[heads[1:], n]
+    kc, tc, ic, vc = (_cumulative(x) for x in (ks, ts, ids, vs))
     ktot, ttot, itot, vtot = (c[ends] - c[heads] for c in (kc, tc, ic, vc))
     kbase = FRAME_SIZE + ROW * counts + len(lead)
     tbase = kbase + ktot
@@ -173,7 +187,7 @@ def encode_frames(
     flags = FLAG_PRODUCER if producer is not None else 0
     sequence = producer[1] if producer is not None else 0
     pieces: list[bytes | memoryview] = []
-    crc32 = zlib.crc32
+    crc32 = crc32c
     bounds = zip(
         heads.tolist(),
         ends.tolist(),
@@ -190,8 +204,11 @@ def encode_frames(
             kmv[k0:k1],
             tmv[t0:t1],
             imv[i0:i1],
-            vmv[v0:v1],
         ]
+        if vparts is None:
+            body.append(vmv[v0:v1])
+        else:
+            body.extend(vparts[a:b])
         tail = struct.pack(
             "<BBHBBHqQ",
             MAGIC,
@@ -222,7 +239,7 @@ def check_frame(buf: bytes | memoryview, off: int, available: int) -> int:
     size, crc, magic, _flags, count, tlen, plen, _r, _ms, _seq = FRAME.unpack_from(buf, off)
     if magic != MAGIC or size > available or size < FRAME_SIZE + ROW * count + tlen + plen:
         return -1
-    if count == 0 or zlib.crc32(memoryview(buf)[off + 8 : off + size]) != crc:
+    if count == 0 or crc32c(memoryview(buf)[off + 8 : off + size]) != crc:
         return -1
     return size
 

@@ -16,13 +16,14 @@ import errno
 import os
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
 
 from storage_node.backend.files import ensure_dir, fsync_dir, write_all
 from storage_node.errors import DiskFull, OffsetOutOfRange, Unavailable
-from storage_node.formats.record import Record, read_record
+from storage_node.formats.record import Record, decode_row, frame_offset_of_row, verified_frame
 from storage_node.formats.segment import segment_name
 from storage_node.store.segments import BlockSegment, RawSegment
 
@@ -75,13 +76,17 @@ class CommitLog:
         self.durable_end = 0  # bytes below this are fsynced
         self.fill_seg = 0  # segment the next append goes to
         self.fill_bytes = 0
-        self._cond = threading.Condition()
+        lock = threading.RLock()
+        self._cond = threading.Condition(lock)  # state changes; durability waiters
+        self._joined = threading.Condition(lock)  # a group-commit leader waiting for its group
         self._active: list[Chunk] = []
         self._active_bytes = 0
         self._active_count = 0
         self._active_since = 0.0
         self._flushing: list[Chunk] = []
         self._waiters = 0
+        self._last_group = 0  # waiters the previous sync flush acknowledged
+        self._last_fsync_s = 0.0  # how long that flush's fsync took
         self._in_flush = False  # one writer at a time: the flusher thread or a leader waiter
         # async mode writes on every flush but fsyncs at most this often (and whenever
         # somebody waits for durability: checkpoint, close, flush()); sync mode always fsyncs
@@ -93,6 +98,9 @@ class CommitLog:
         self._write_seg = -1
         self._thread: threading.Thread | None = None
         self.stats = {"flushes": 0, "fsyncs": 0, "bytes_written": 0}
+        # recently read frames, already CRC-checked: consecutive reads of a partition find
+        # their records in the same few frames
+        self._frames: deque[tuple[int, int, memoryview]] = deque(maxlen=16)
 
     # ---- setup (recovery) -------------------------------------------------------------
     def install(self, start: int, handle: RawSegment | BlockSegment) -> None:
@@ -189,6 +197,20 @@ class CommitLog:
                 self._cond.notify_all()
         return positions
 
+    def abandon(self, pos: int, error: Exception) -> None:
+        """Stop after a failed append: drop the cached bytes from ``pos`` on (not yet taken by
+        a flush) and keep ``error`` until the store recovers in place (see Store)."""
+        with self._cond:
+            kept = [c for c in self._active if c.pos < pos]
+            dropped = [c for c in self._active if c.pos >= pos]
+            self._active = kept
+            self._active_bytes -= sum(c.size for c in dropped)
+            self._active_count -= sum(c.count for c in dropped)
+            if dropped and not self._flushing:
+                self.end = pos
+            self._error = error
+            self._cond.notify_all()
+
     def _register_segment(self, seg: int) -> None:
         if seg not in self.segments:
             self.segments[seg] = RawSegment(
@@ -224,29 +246,47 @@ class CommitLog:
         """Block until every byte below ``target`` is fsynced (sync acknowledgement).
 
         A waiter that finds no flush in progress does the flush itself (leader-based group
-        commit): no thread hand-off on the acknowledgement path, and every batch that arrives
-        while the leader fsyncs is taken by the next leader in one write and one fsync.
+        commit): no thread hand-off on the acknowledgement path. Producers acknowledged by
+        one fsync come back with their next batches together; a new leader waits for them
+        (as many as the last group, at most half an fsync's time) so one fsync covers them
+        all instead of the first to arrive paying a whole fsync alone.
         """
         cond = self._cond
         with cond:
             if self.durable_end >= target:
                 return
             self._waiters += 1
+            self._joined.notify()
             try:
                 while self.durable_end < target:
                     if self._error is not None:
                         raise self._error
                     if not self._in_flush and (self._active or self.written_end > self.durable_end):
+                        self._gather_group()
+                        if self._in_flush or self.durable_end >= target:
+                            continue
+                        group = self._waiters
                         batch = self._take_locked()
                         cond.release()
                         try:
-                            self._flush_batch(batch)
+                            self._flush_batch(batch, group)
                         finally:
                             cond.acquire()
                         continue
                     cond.wait(0.5)
             finally:
                 self._waiters -= 1
+
+    def _gather_group(self) -> None:
+        """Wait (lock held) until as many producers wait as the last group had, or briefly."""
+        if not self.sync_mode or self._waiters >= self._last_group:
+            return
+        deadline = time.monotonic() + min(0.002, self._last_fsync_s / 2)
+        while self._waiters < self._last_group and not self._in_flush and not self._closing:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self._joined.wait(left)
 
     def backpressure(self) -> None:
         """Keep the cache bounded: wait while the unflushed bytes exceed four flush sizes."""
@@ -271,14 +311,16 @@ class CommitLog:
         self._in_flush = True
         return batch
 
-    def _flush_batch(self, batch: list[Chunk]) -> bool:
-        """Write + fsync a taken batch outside the lock; False if the write failed."""
+    def _flush_batch(self, batch: list[Chunk], group: int = 0) -> bool:
+        """Write + fsync a taken batch outside the lock; False if the write failed.
+        ``group``: how many producers this flush acknowledges (sizes the next group)."""
         sync_now = (
             self.sync_mode
             or self._waiters > 0
             or self._closing
             or time.monotonic() - self._last_fsync >= self.fsync_interval
         )
+        started = time.monotonic()
         try:
             if batch:
                 self._write(batch, sync_now)
@@ -298,6 +340,9 @@ class CommitLog:
             return False
         if sync_now:
             self._last_fsync = time.monotonic()
+            if group:
+                self._last_group = group
+                self._last_fsync_s = self._last_fsync - started
         with self._cond:
             end = batch[-1].pos + batch[-1].size if batch else self.written_end
             self.written_end = end
@@ -399,28 +444,36 @@ class CommitLog:
         return chunks[i].contiguous(), pos - chunks[i].pos
 
     def read(self, pos: int) -> Record:
-        """The record at log position ``pos`` (CRC-checked; CorruptData if it fails)."""
+        """The record at log position ``pos`` (its frame CRC-checked; CorruptData if it fails)."""
         if pos < self.start_pos or pos >= self.end:
             raise OffsetOutOfRange(f"log position {pos} is not held")
+        for start, end, frame in reversed(self._frames):
+            if start <= pos < end:
+                return decode_row(frame, pos - start)
         hit = self._cached(pos)
         if hit is not None:
-            return read_record(hit[0], hit[1], where=f"at log position {pos}")
-        starts = self.starts
-        i = bisect.bisect_right(starts, pos) - 1
-        if i < 0:
-            raise OffsetOutOfRange(f"log position {pos} is not held")
-        seg = self.segments.get(starts[i])
-        if seg is None:  # swapped or expired meanwhile
-            return self.read(pos)
-        try:
-            buf, off = seg.record_view(pos - seg.start)
-        except FileNotFoundError:
-            if self.segments.get(seg.start) is seg:
-                raise
-            return self.read(pos)  # compacted or expired meanwhile: ask the new handle
-        return read_record(
-            buf, off, where=f"at log position {pos} ({seg.state} segment {segment_name(seg.start)})"
-        )
+            buf, off = hit
+            where = f"at log position {pos}"
+        else:
+            starts = self.starts
+            i = bisect.bisect_right(starts, pos) - 1
+            if i < 0:
+                raise OffsetOutOfRange(f"log position {pos} is not held")
+            seg = self.segments.get(starts[i])
+            if seg is None:  # swapped or expired meanwhile
+                return self.read(pos)
+            try:
+                buf, off = seg.record_view(pos - seg.start)
+            except FileNotFoundError:
+                if self.segments.get(seg.start) is seg:
+                    raise
+                return self.read(pos)  # compacted or expired meanwhile: ask the new handle
+            where = f"at log position {pos} ({seg.state} segment {segment_name(seg.start)})"
+        frame_off = frame_offset_of_row(buf, off)
+        frame = verified_frame(buf, frame_off, where)
+        start = pos - (off - frame_off)
+        self._frames.append((start, start + len(frame), frame))
+        return decode_row(frame, off - frame_off)
 
     def is_sealed(self, start: int) -> bool:
         """A segment is sealed once appends moved past it and its bytes are durable."""

@@ -26,6 +26,7 @@ import numpy as np
 from storage_node.backend.files import ensure_dir
 from storage_node.backend.objectstore import ObjectStore, open_object_store
 from storage_node.errors import (
+    DiskFull,
     InvalidArgument,
     InvalidBatch,
     MessageTooLarge,
@@ -47,7 +48,7 @@ from storage_node.formats.record import (
     Record,
     encode_frames,
 )
-from storage_node.store.commitlog import CommitLog
+from storage_node.store.commitlog import NO_SPACE_ERRNOS, CommitLog
 from storage_node.store.config import StoreConfig
 from storage_node.store.dedup import DedupTable
 from storage_node.store.keyindex import KeyIndexSet
@@ -509,8 +510,8 @@ class Store:
                 limit=limit,
             )
         total = int(vlen.sum())
-        if len(values.blob) != total:
-            raise InvalidBatch(f"value bytes ({len(values.blob)}) do not add up to {total}")
+        if values.nbytes != total:
+            raise InvalidBatch(f"value bytes ({values.nbytes}) do not add up to {total}")
         for column, what, most in (
             (batch.keys, "key", MAX_KEY_BYTES),
             (batch.tags, "tag", MAX_TAG_BYTES),
@@ -612,37 +613,44 @@ class Store:
             qarr,
             born,
             store_ms,
-            (batch.keys.blob, batch.keys.lens),
-            (batch.tags.blob, batch.tags.lens),
-            (ids.blob, ids.lens),
-            (batch.values.blob, batch.values.lens),
+            batch.keys,
+            batch.tags,
+            ids,
+            batch.values,
             producer,  # type: ignore[arg-type]
         )
         frame_pos = self.log.append(encoded.pieces, encoded.frame_sizes)
         positions = encoded.row_offsets + int(frame_pos[0])
         self.last_store_ms = store_ms
-        # derived indexes, as arrays
-        entries = np.empty(n, dtype=ENTRY_DTYPE)
-        entries["pos"] = positions
-        entries["size"] = encoded.record_sizes
-        entries["tag"] = 0 if batch.tags.absent() else tag_hashes(batch.tags)
-        for p, rows in groups.items():
-            self.queue(topic, p).append(entries if rows is None else entries[rows])
-        if prep.hashes is not None:
-            keyed = prep.keyed
-            if bool(keyed.all()):  # type: ignore[union-attr]
-                self.keyidx.add(prep.hashes, positions, store_ms)
-            else:
-                self.keyidx.add(prep.hashes[keyed], positions[keyed], store_ms)
-        if assigned:
-            if not given:
-                self.msgids.put_run(topic, hour, self.node_ip, first_seq, positions)
-            else:
-                mask = np.ones(n, dtype=bool)
-                mask[[i for i, _ in given]] = False
-                self.msgids.put_run(topic, hour, self.node_ip, first_seq, positions[mask])
-        for i, mid in given:
-            self.msgids.put(mid, int(positions[i]))
+        try:  # an index that cannot grow (disk full) stops the store until it recovers
+            # derived indexes, as arrays
+            entries = np.empty(n, dtype=ENTRY_DTYPE)
+            entries["pos"] = positions
+            entries["size"] = encoded.record_sizes
+            entries["tag"] = 0 if batch.tags.absent() else tag_hashes(batch.tags)
+            for p, rows in groups.items():
+                self.queue(topic, p).append(entries if rows is None else entries[rows])
+            if prep.hashes is not None:
+                keyed = prep.keyed
+                if bool(keyed.all()):  # type: ignore[union-attr]
+                    self.keyidx.add(prep.hashes, positions, store_ms)
+                else:
+                    self.keyidx.add(prep.hashes[keyed], positions[keyed], store_ms)
+            if assigned:
+                if not given:
+                    self.msgids.put_run(topic, hour, self.node_ip, first_seq, positions)
+                else:
+                    mask = np.ones(n, dtype=bool)
+                    mask[[i for i, _ in given]] = False
+                    self.msgids.put_run(topic, hour, self.node_ip, first_seq, positions[mask])
+            for i, mid in given:
+                self.msgids.put(mid, int(positions[i]))
+        except OSError as exc:
+            if exc.errno not in NO_SPACE_ERRNOS:
+                raise
+            error = DiskFull(f"index write failed: {exc}")
+            self.log.abandon(int(frame_pos[0]), error)
+            raise error from exc
         done = AppendColumns(parr, qarr, ids.blob, ids.lens)
         if producer_id is not None:
             self.dedup.put(producer_id, sequence, done)  # type: ignore[arg-type]

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from storage_node.errors import CorruptData
+from storage_node.formats.record import iter_frames
 from storage_node.store import Message, MessageIn, Store, TopicConfig
 
 from .support import (
@@ -232,11 +233,15 @@ def test_torn_last_record_is_truncated_not_served(tmp_path: Path) -> None:
 
 def test_flipped_byte_before_crash_tail_is_not_truncated_away(tmp_path: Path) -> None:
     """Damage in the middle of the segment being written when the node crashed is not a torn
-    tail: recovery must not cut off the acknowledged records that follow it."""
+    tail: recovery must not cut off the acknowledged records that follow it. (Damage in the
+    very last frame cannot be told from a torn write: that one is cut back, as a tail.)"""
     data_dir = tmp_path / "data"
     report = crash_after_writing(data_dir, BATCHES)
     path, logical = active_segment(data_dir, report)
-    flip_byte(path, logical // 2)
+    frames = list(iter_frames(path.read_bytes()[:logical]))
+    assert len(frames) >= 2, "the active segment should hold several frames"
+    victim_off, victim_size = frames[len(frames) // 2 - 1]  # followed by valid frames
+    flip_byte(path, victim_off + victim_size // 2)
     messages = expected_messages(report)
 
     try:
