@@ -335,36 +335,68 @@ def encode_read_answer(
     count = len(messages)
     if count > MAX_MESSAGES:
         raise InvalidArgument(f"an answer holds at most {MAX_MESSAGES} messages, got {count}")
-    meta_bytes = json.dumps(meta, separators=(",", ":")).encode() if meta else b""
-    flags = (FLAG_END_REACHED if end_reached else 0) | (FLAG_LIMIT_REACHED if limit_reached else 0)
     values = [m.value for m in messages]
     key_lens, key_blob = _text_blob([m.key for m in messages])
     tag_lens, tag_blob = _text_blob([m.tag for m in messages])
     id_lens, id_blob = _text_blob([m.msg_id for m in messages])
-    return b"".join(
-        (
-            READ_HEADER.pack(
-                READ_MAGIC,
-                count,
-                _NONE if next_offset is None else next_offset,
-                flags,
-                len(meta_bytes),
-            ),
-            np.array([m.offset for m in messages], dtype="<i8").tobytes(),
-            np.array([m.timestamp for m in messages], dtype="<i8").tobytes(),
-            np.array([m.store_timestamp for m in messages], dtype="<i8").tobytes(),
-            np.array([m.partition for m in messages], dtype="<i4").tobytes(),
-            key_lens.tobytes(),
-            tag_lens.tobytes(),
-            id_lens.tobytes(),
-            np.fromiter(map(len, values), dtype="<i4", count=count).tobytes(),
-            key_blob,
-            tag_blob,
-            id_blob,
-            b"".join(values),
-            meta_bytes,
-        )
+    return frame_read_columns(
+        offsets=np.array([m.offset for m in messages], dtype="<i8"),
+        timestamps=np.array([m.timestamp for m in messages], dtype="<i8"),
+        store_timestamps=np.array([m.store_timestamp for m in messages], dtype="<i8"),
+        partitions=np.array([m.partition for m in messages], dtype="<i4"),
+        key_lengths=key_lens,
+        tag_lengths=tag_lens,
+        msg_id_lengths=id_lens,
+        value_lengths=np.fromiter(map(len, values), dtype="<i4", count=count),
+        blobs=(key_blob, tag_blob, id_blob, b"".join(values)),
+        next_offset=next_offset,
+        end_reached=end_reached,
+        limit_reached=limit_reached,
+        meta=meta,
     )
+
+
+def frame_read_columns(
+    *,
+    offsets: np.ndarray,
+    timestamps: np.ndarray,
+    store_timestamps: np.ndarray,
+    partitions: np.ndarray,
+    key_lengths: np.ndarray,
+    tag_lengths: np.ndarray,
+    msg_id_lengths: np.ndarray,
+    value_lengths: np.ndarray,
+    blobs: Sequence[bytes | memoryview],
+    next_offset: int | None,
+    end_reached: bool = False,
+    limit_reached: bool = False,
+    meta: dict[str, Any] | None = None,
+) -> bytes:
+    """Frame a read answer from columns that already exist (from ``encode_read_answer``, or
+    from a store that keeps messages as columns): header, arrays, blobs (keys, tags, message
+    IDs, values), metadata. The caller vouches that blob sizes match the lengths."""
+    count = len(offsets)
+    if count > MAX_MESSAGES:
+        raise InvalidArgument(f"an answer holds at most {MAX_MESSAGES} messages, got {count}")
+    meta_bytes = json.dumps(meta, separators=(",", ":")).encode() if meta else b""
+    flags = (FLAG_END_REACHED if end_reached else 0) | (FLAG_LIMIT_REACHED if limit_reached else 0)
+    header = READ_HEADER.pack(
+        READ_MAGIC, count, _NONE if next_offset is None else next_offset, flags, len(meta_bytes)
+    )
+    arrays = [
+        np.ascontiguousarray(column, dtype=dtype).tobytes()
+        for column, dtype in (
+            (offsets, "<i8"),
+            (timestamps, "<i8"),
+            (store_timestamps, "<i8"),
+            (partitions, "<i4"),
+            (key_lengths, "<i4"),
+            (tag_lengths, "<i4"),
+            (msg_id_lengths, "<i4"),
+            (value_lengths, "<i4"),
+        )
+    ]
+    return b"".join((header, *arrays, *blobs, meta_bytes))
 
 
 def _check_utf8(blob: memoryview, lengths: np.ndarray, what: str) -> None:
