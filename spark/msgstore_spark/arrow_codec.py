@@ -150,7 +150,7 @@ def _head(cols: ReadColumns, count: int) -> ReadColumns:
     )
 
 
-def _binary_column(arr: pa.Array | None, count: int) -> tuple[np.ndarray, bytes]:
+def binary_column(arr: pa.Array | None, count: int) -> tuple[np.ndarray, bytes]:
     """(lengths with -1 for null, concatenated bytes) of a string/binary Arrow array."""
     if arr is None:
         return np.full(count, -1, dtype="<i4"), b""
@@ -191,10 +191,10 @@ def encode_frame(
     """The binary batch frame of these columns (timestamps -1 = not given)."""
     count = len(values)
     pid = producer_id.encode("utf-8")
-    key_lens, key_blob = _binary_column(keys, count)
-    tag_lens, tag_blob = _binary_column(tags, count)
-    id_lens, id_blob = _binary_column(msg_ids, count)
-    value_lens, value_blob = _binary_column(values, count)
+    key_lens, key_blob = binary_column(keys, count)
+    tag_lens, tag_blob = binary_column(tags, count)
+    id_lens, id_blob = binary_column(msg_ids, count)
+    value_lens, value_blob = binary_column(values, count)
     return b"".join(
         (
             HEADER.pack(MAGIC, count, sequence, len(pid), 0),

@@ -10,7 +10,6 @@ is the same on every attempt (files, or any deterministic plan).
 from __future__ import annotations
 
 import time
-import zlib
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -21,7 +20,7 @@ from urllib.parse import quote
 import numpy as np
 import pyarrow as pa
 
-from msgstore_spark.arrow_codec import encode_frame
+from msgstore_spark.arrow_codec import binary_column, encode_frame
 from msgstore_spark.cluster import connect
 from msgstore_spark.errors import ColumnError, explained
 from msgstore_spark.options import WriteOptions
@@ -29,6 +28,7 @@ from storage_node.client import Client
 from storage_node.client.common import is_retryable
 from storage_node.errors import InvalidBatch, MsgStoreError, NotOwner
 from storage_node.server.batch_codec import CONTENT_TYPE
+from storage_node.store.partitioning import partitions_for_keys
 
 ROUNDS = 64  # sequence = chunk * ROUNDS + re-routing round
 RETRY_BUDGET_S = 120.0  # ride out a node restart
@@ -148,16 +148,13 @@ class TaskWriter:
             )
         free = np.nonzero(parts < 0)[0]
         if len(free):
-            keys = _column(table, "key")
-            key_list = (
-                keys.take(pa.array(free)).to_pylist() if keys is not None else [None] * len(free)
-            )
-            rr = (self.rr + np.arange(len(free))) % self.partitions
-            self.rr += len(free)
-            parts[free] = [
-                rr[i] if k is None else zlib.crc32(k.encode("utf-8")) % self.partitions
-                for i, k in enumerate(key_list)
-            ]
+            key_lens, key_blob = binary_column(_column(table, "key"), count)
+            keyed = free[key_lens[free] >= 0]
+            if len(keyed):  # the partition function of the nodes, for the whole chunk at once
+                parts[keyed] = partitions_for_keys(key_blob, key_lens, self.partitions)[keyed]
+            rest = free[key_lens[free] < 0]
+            parts[rest] = (self.rr + np.arange(len(rest))) % self.partitions
+            self.rr += len(rest)
         return parts
 
     def write(self, batches: Iterable[pa.RecordBatch]) -> TaskReport:

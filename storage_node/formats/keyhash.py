@@ -47,11 +47,15 @@ def key_hashes(blob: bytes | bytearray | memoryview, lens: np.ndarray) -> np.nda
     n = len(sizes)
     total = int(sizes.sum())
     h = np.zeros(n, dtype=np.uint32)
-    if total:
+    longest = int(sizes.max()) if n else 0
+    table = _powers(1 << max(4, (longest - 1).bit_length())) if total else None
+    if total and int(sizes.min()) == longest:  # keys of one length: a matrix times weights
+        data = np.frombuffer(blob, dtype=np.uint8, count=total).reshape(n, longest)
+        with np.errstate(over="ignore"):
+            h = (data * table[longest - 1 :: -1]).sum(axis=1, dtype=np.uint32)
+    elif total:
         data = np.frombuffer(blob, dtype=np.uint8, count=total).astype(np.uint32)
         ends = np.cumsum(sizes)
-        longest = int(sizes.max())
-        table = _powers(1 << max(4, (longest - 1).bit_length()))
         exps = np.repeat(ends - 1, sizes) - np.arange(total, dtype=np.int64)
         with np.errstate(over="ignore"):
             data *= table[exps]

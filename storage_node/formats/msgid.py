@@ -60,12 +60,15 @@ def numbered_ids(prefix: bytes, first_seq: int, n: int) -> PackedColumn:
     """IDs ``prefix + str(seq)`` for seq in first_seq..first_seq+n-1, built as one digit
     matrix per decimal width instead of one string format per message."""
     seqs = np.arange(first_seq, first_seq + n, dtype=np.int64)
-    widths = np.searchsorted(_POW10, seqs, side="right")
-    widths[seqs == 0] = 1
     head = np.frombuffer(prefix, dtype=np.uint8)
+    low, high = len(str(first_seq)), len(str(first_seq + n - 1))
+    if low == high:  # the usual case: one width for the whole run
+        widths = np.full(n, low, dtype=np.int64)
+    else:
+        widths = np.maximum(np.searchsorted(_POW10, seqs, side="right"), 1)
     parts = []
-    for w in np.unique(widths).tolist():
-        run = seqs[widths == w]
+    for w in range(low, high + 1):
+        run = seqs if low == high else seqs[widths == w]
         rows = np.empty((len(run), len(prefix) + w), dtype=np.uint8)
         rows[:, : len(prefix)] = head
         rows[:, len(prefix) :] = (run[:, None] // _POW10[w - 1 :: -1][:w]) % 10 + 48

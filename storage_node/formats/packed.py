@@ -75,7 +75,7 @@ class PackedColumn:
 
     def to_list(self) -> list[bytes | None]:
         ends = self.ends().tolist()
-        starts = [0, *ends[:-1]]
+        starts = [0, *ends[:-1]][: len(ends)]
         blob = bytes(self.blob)
         return [
             blob[s:e] if p else None
@@ -102,6 +102,13 @@ class PackedColumn:
     def of_text(cls, items: Sequence[str | None], what: str) -> PackedColumn:
         """Pack strings as UTF-8; a non-string is a typed error naming the message."""
         n = len(items)
+        try:  # the usual case, every entry a string: two passes in C
+            text = "".join(items)  # type: ignore[arg-type]
+        except TypeError:
+            pass
+        else:
+            if text.isascii():
+                return cls(text.encode(), np.fromiter(map(len, items), np.int64, n))  # type: ignore[arg-type]
         missing = items.count(None)
         if set(map(type, items)) - {type(None)} - {str}:
             i = next(i for i, s in enumerate(items) if s is not None and type(s) is not str)
@@ -128,6 +135,18 @@ class PackedColumn:
     @classmethod
     def empty(cls, n: int) -> PackedColumn:
         return cls(b"", np.full(n, NONE, dtype=np.int64))
+
+
+def _checked_values(values: Sequence[bytes]) -> list[bytes]:
+    """Values as bytes objects; anything not bytes-like is a typed error naming it."""
+    out = list(values)
+    if set(map(type, out)) != {bytes}:
+        for i, v in enumerate(out):
+            if type(v) is not bytes:
+                if not isinstance(v, bytes | bytearray | memoryview):
+                    raise InvalidBatch(f"message {i}: value must be bytes", index=i)
+                out[i] = bytes(v)
+    return out
 
 
 def _encodes(text: str) -> bool:
@@ -188,16 +207,18 @@ class PackedBatch:
         ):
             if column is not None and (not isinstance(column, list | tuple) or len(column) != n):
                 raise InvalidBatch(f"{name} must be a list as long as values ({n})")
-        if set(map(type, values)) != {bytes} and n:
-            values = list(values)
-            for i, v in enumerate(values):
-                if type(v) is not bytes:
-                    if not isinstance(v, bytes | bytearray | memoryview):
-                        raise InvalidBatch(f"message {i}: value must be bytes", index=i)
-                    values[i] = bytes(v)  # type: ignore[index]
-        values_col = PackedColumn.of_bytes(values, keep_parts=True)
-        if values_col.nbytes < GATHER_MIN_VALUE_BYTES * n:
-            values_col = PackedColumn(b"".join(values), values_col.lens)
+        try:
+            lens = np.fromiter(map(len, values), np.int64, n)
+        except TypeError:
+            values = _checked_values(values)
+            lens = np.fromiter(map(len, values), np.int64, n)
+        if int(lens.sum()) < GATHER_MIN_VALUE_BYTES * n:
+            try:  # the usual case: one join, which also rejects what is not bytes-like
+                values_col = PackedColumn(b"".join(values), lens)
+            except TypeError:
+                values_col = PackedColumn.of_bytes(_checked_values(values))
+        else:
+            values_col = PackedColumn.of_bytes(_checked_values(values), keep_parts=True)
         return cls(
             values=values_col,
             keys=PackedColumn.empty(n) if keys is None else PackedColumn.of_text(keys, "key"),

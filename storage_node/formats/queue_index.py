@@ -1,8 +1,10 @@
 """Queue index: per topic and partition, fixed 20-byte entries so offset n is found in O(1).
 
 Entry: u64 log_position, u32 record_size, u64 tag_hash (seeds 003/004). Files hold
-``entries_per_file`` entries and are named by their first queue offset (20 digits). Entries
-of a batch are written with one positional write per file touched.
+``entries_per_file`` entries and are named by their first queue offset (20 digits). New
+entries collect in memory and reach the files in large positional writes (at 64 KiB, on
+``sync`` and ``close``): the index is derived data that recovery rebuilds from the log past
+the last checkpoint, and every checkpoint syncs it first. Reads see pending entries too.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from storage_node.formats.packed import PackedColumn
 ENTRY_DTYPE = np.dtype([("pos", "<u8"), ("size", "<u4"), ("tag", "<u8")])
 ENTRY_SIZE = ENTRY_DTYPE.itemsize
 ENTRY = struct.Struct("<QIQ")
+PENDING_BYTES = 64 * 1024
 assert ENTRY_SIZE == 20
 
 
@@ -43,6 +46,8 @@ class QueueIndex:
         self.per_file = entries_per_file
         self._fds: dict[int, int] = {}
         self._lock = threading.RLock()  # fds may be evicted: IO happens under it
+        self._pending = bytearray()  # entries from self._pending_from on, not yet written
+        self._pending_from = 0
         starts = sorted(int(n) for n in os.listdir(self.dir) if n.isdigit() and len(n) == 20)
         self.file_starts = starts
         if next_offset is None:
@@ -76,28 +81,46 @@ class QueueIndex:
             return fd
 
     def append(self, entries: np.ndarray) -> int:
-        """Write entries at ``next_offset``; returns the first offset they got."""
+        """Add entries at ``next_offset``; returns the first offset they got."""
         first = self.next_offset
+        with self._lock:
+            if not self._pending:
+                self._pending_from = first
+            self._pending += entries.tobytes()
+            self.next_offset = first + len(entries)
+            if len(self._pending) >= PENDING_BYTES:
+                self._write_pending()
+        return first
+
+    def _write_pending(self) -> None:
+        """Write the pending entries: one positional write per file touched (lock held)."""
+        raw = memoryview(self._pending)
+        first, n = self._pending_from, len(self._pending) // ENTRY_SIZE
         done = 0
-        n = len(entries)
-        raw = entries.view(np.uint8).reshape(-1)
         while done < n:
             off = first + done
             start = off - off % self.per_file
             take = min(n - done, start + self.per_file - off)
-            with self._lock:
-                pwrite_all(
-                    self._fd(start, create=True),
-                    raw[done * ENTRY_SIZE : (done + take) * ENTRY_SIZE],
-                    (off - start) * ENTRY_SIZE,
-                )
+            pwrite_all(
+                self._fd(start, create=True),
+                raw[done * ENTRY_SIZE : (done + take) * ENTRY_SIZE],
+                (off - start) * ENTRY_SIZE,
+            )
             done += take
-        self.next_offset = first + n
-        return first
+        raw.release()
+        self._pending = bytearray()
+        self._pending_from = first + n
 
     def read_bytes(self, offset: int, count: int) -> bytes:
         """The raw entries (20 bytes each) of up to ``count`` offsets from ``offset``."""
-        count = max(0, min(count, self.next_offset - offset))
+        tail = b""
+        with self._lock:
+            count = max(0, min(count, self.next_offset - offset))
+            if self._pending and offset + count > self._pending_from:
+                skip = max(0, offset - self._pending_from) * ENTRY_SIZE
+                stop = (offset + count - self._pending_from) * ENTRY_SIZE
+                tail = bytes(self._pending[skip:stop])
+                count = max(0, self._pending_from - offset)  # what the files still hold
         parts = []
         while count > 0:
             start = offset - offset % self.per_file
@@ -108,6 +131,8 @@ class QueueIndex:
                 )
             offset += take
             count -= take
+        if tail:
+            parts.append(tail)
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def read(self, offset: int, count: int) -> np.ndarray:
@@ -120,6 +145,12 @@ class QueueIndex:
 
     def truncate(self, next_offset: int) -> None:
         """Drop entries at and after ``next_offset`` (recovery rewrites them from the log)."""
+        with self._lock:
+            if self._pending:
+                keep = max(0, next_offset - self._pending_from) * ENTRY_SIZE
+                del self._pending[keep:]
+                if self._pending:
+                    self._write_pending()
         for start in list(self.file_starts):
             path = self._path(start)
             if start >= next_offset and start != self.file_starts[0]:
@@ -143,6 +174,8 @@ class QueueIndex:
 
     def sync(self) -> None:
         with self._lock:
+            if self._pending:
+                self._write_pending()
             for fd in self._fds.values():
                 os.fsync(fd)
 
@@ -153,5 +186,8 @@ class QueueIndex:
             os.close(fd)
 
     def close(self) -> None:
+        with self._lock:
+            if self._pending:
+                self._write_pending()
         for start in list(self._fds):
             self._close(start)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from storage_node.errors import CorruptData, InvalidArgument, InvalidBatch
+from storage_node.store import PackedBatch, PackedColumn
 
 CONTENT_TYPE = "application/x-msgstore-batch"
 MAGIC = b"MSB1"
@@ -125,8 +126,9 @@ def _split_text(blob: bytes, lengths: np.ndarray, what: str) -> list[str | None]
         raise InvalidBatch(f"a {what} in the batch is not valid UTF-8") from None
 
 
-def decode_batch(body: bytes) -> DecodedBatch:
-    """Parse a framed batch; any inconsistency raises InvalidBatch naming it."""
+def decode_packed(body: bytes) -> tuple[PackedBatch, str | None, int | None]:
+    """Parse a framed batch into the store's packed columns, with no object per message;
+    any inconsistency raises InvalidBatch naming it. Returns (batch, producer id, sequence)."""
     if len(body) < HEADER.size:
         raise InvalidBatch(f"batch too short for its {HEADER.size}-byte header")
     magic, count, sequence, pid_len, flags = HEADER.unpack_from(body, 0)
@@ -148,7 +150,7 @@ def decode_batch(body: bytes) -> DecodedBatch:
 
     def column(dtype: str, width: int) -> np.ndarray:
         nonlocal pos
-        arr = np.frombuffer(body, dtype=dtype, count=count, offset=pos)
+        arr = np.frombuffer(body, dtype=dtype, count=count, offset=pos).astype(np.int64)
         pos += count * width
         return arr
 
@@ -160,33 +162,44 @@ def decode_batch(body: bytes) -> DecodedBatch:
         raise InvalidBatch("every message needs a value (value length -1 found)")
     if count and ((partitions < _NONE).any() or (timestamps < _NONE).any()):
         raise InvalidBatch("partitions and timestamps must be >= 0 (or -1 for 'not given')")
-    blobs = []
+    columns = []
     for lens in (key_lens, tag_lens, id_lens, value_lens):
         if count and (lens < _NONE).any():
             raise InvalidBatch("field lengths must be >= 0 (or -1 for 'absent')")
-        size = int(lens[lens > 0].sum(dtype=np.int64)) if count else 0
+        size = int(lens[lens > 0].sum()) if count else 0
         if pos + size > len(body):
             raise InvalidBatch("batch truncated inside its data blobs")
-        blobs.append(body[pos : pos + size])
+        columns.append(PackedColumn(body[pos : pos + size], lens))
         pos += size
     if pos != len(body):
         raise InvalidBatch(f"{len(body) - pos} unexpected bytes after the batch")
-    if count:
-        ends = np.cumsum(value_lens, dtype=np.int64).tolist()
-        starts = [0, *ends[:-1]]
-        vblob = blobs[3]
-        values = [vblob[s:e] for s, e in zip(starts, ends, strict=True)]
-    else:
-        values = []
+    if (producer_id is None) != (sequence < 0):
+        raise InvalidBatch("producer id and sequence go together")
+    batch = PackedBatch(
+        values=columns[3],
+        keys=columns[0],
+        tags=columns[1],
+        msg_ids=columns[2],
+        timestamps=timestamps if count and (timestamps >= 0).any() else None,
+        partitions=partitions if count and (partitions >= 0).any() else None,
+    )
+    return batch, producer_id, None if sequence < 0 else sequence
+
+
+def decode_batch(body: bytes) -> DecodedBatch:
+    """Parse a framed batch into lists (``decode_packed`` is what the node uses)."""
+    batch, producer_id, sequence = decode_packed(body)
+    stamps = batch.timestamps.tolist() if batch.timestamps is not None else [-1] * len(batch)
+    parts = batch.partitions.tolist() if batch.partitions is not None else [-1] * len(batch)
     return DecodedBatch(
-        values=values,
-        keys=_split_text(blobs[0], key_lens, "key"),
-        tags=_split_text(blobs[1], tag_lens, "tag"),
-        msg_ids=_split_text(blobs[2], id_lens, "message ID"),
-        timestamps=[None if t < 0 else t for t in timestamps.tolist()],
-        partitions=[None if p < 0 else p for p in partitions.tolist()],
+        values=batch.values.to_list(),  # type: ignore[arg-type]
+        keys=_split_text(bytes(batch.keys.blob), batch.keys.lens, "key"),
+        tags=_split_text(bytes(batch.tags.blob), batch.tags.lens, "tag"),
+        msg_ids=_split_text(bytes(batch.msg_ids.blob), batch.msg_ids.lens, "message ID"),
+        timestamps=[None if t < 0 else t for t in stamps],
+        partitions=[None if p < 0 else p for p in parts],
         producer_id=producer_id,
-        sequence=None if sequence < 0 else sequence,
+        sequence=sequence,
     )
 
 

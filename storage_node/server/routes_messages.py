@@ -8,6 +8,7 @@ import json
 import time
 from typing import Any
 
+import numpy as np
 from aiohttp import web
 
 from storage_node.errors import InvalidArgument, InvalidBatch, NotFound
@@ -15,14 +16,15 @@ from storage_node.server.app_keys import metrics_of, runtime_of
 from storage_node.server.batch_codec import CONTENT_TYPE as BATCH_CONTENT_TYPE
 from storage_node.server.batch_codec import (
     accepts_read_columns,
-    decode_batch,
+    decode_packed,
     encode_read_answer,
 )
 from storage_node.server.message_json import message_to_json, parse_batch_json
 from storage_node.server.params import path_int, query_int, scope_param, topic_param
 from storage_node.server.routes_topics import get_topic_config
 from storage_node.server.runtime import NodeRuntime
-from storage_node.store import Message, partition_for_key
+from storage_node.store import Message, PackedBatch, partition_for_key
+from storage_node.store.partitioning import partitions_for_keys
 
 MAX_READ_MESSAGES = 10_000
 MAX_READ_BYTES = 64 * 1024 * 1024
@@ -60,6 +62,10 @@ def _assign_partitions(
     return _check_partitions(rt, topic, partitions, out, len(owned) != partitions)
 
 
+def _compact_json(doc: object) -> str:
+    return json.dumps(doc, separators=(",", ":"))
+
+
 def _check_partitions(
     rt: NodeRuntime, topic: str, partitions: int, out: list[int], routed: bool
 ) -> list[int]:
@@ -73,6 +79,27 @@ def _check_partitions(
     if routed:
         for p in sorted(distinct):
             rt.routing.check_owner(topic, p)
+    return out
+
+
+def _assign_packed_partitions(
+    rt: NodeRuntime, topic: str, partitions: int, batch: PackedBatch
+) -> np.ndarray:
+    """``_assign_partitions`` for a packed batch, as array operations."""
+    n = len(batch)
+    owned = rt.routing.owned_partitions(topic, partitions)
+    out = batch.partitions.copy() if batch.partitions is not None else np.full(n, -1, np.int64)
+    keyed = (out < 0) & (batch.keys.lens >= 0)
+    if keyed.any():
+        by_key = partitions_for_keys(batch.keys.blob, batch.keys.lens, partitions)
+        out[keyed] = by_key[keyed]
+    rest = np.flatnonzero(out < 0)
+    if len(rest):
+        if not owned:
+            rt.routing.check_owner(topic, rt.next_round_robin(topic, list(range(partitions))))
+        out[rest] = rt.round_robin_run(topic, owned, len(rest))
+    distinct = np.unique(out).tolist()
+    _check_partitions(rt, topic, partitions, distinct, len(owned) != partitions)
     return out
 
 
@@ -90,18 +117,18 @@ async def produce(request: web.Request) -> web.Response:
     cfg = await get_topic_config(rt, topic)
     binary = content_type == BATCH_CONTENT_TYPE
     if binary:
-        batch = decode_batch(body)
+        batch, producer_id, sequence = decode_packed(body)
         if not len(batch):
             raise InvalidBatch("the batch holds no messages")
         if len(batch) > rt.settings.max_batch_messages:
             raise InvalidBatch(
                 f"a batch holds at most {rt.settings.max_batch_messages} messages, got {len(batch)}"
             )
-        values, keys, tags = batch.values, batch.keys, batch.tags
-        msg_ids, stamps, given = batch.msg_ids, batch.timestamps, batch.partitions
-        producer_id, sequence = batch.producer_id, batch.sequence
-        if (producer_id is None) != (sequence is None):
-            raise InvalidBatch("producer id and sequence go together")
+        batch.partitions = _assign_packed_partitions(rt, topic, cfg.partitions, batch)
+        value_bytes = batch.values.nbytes
+        started = time.perf_counter()
+        # packed columns straight into the store: no object per message
+        future = store.submit_packed(topic, batch, producer_id=producer_id, sequence=sequence)
     else:
         try:
             doc = json.loads(body)
@@ -110,29 +137,25 @@ async def produce(request: web.Request) -> web.Response:
         items, producer_id, sequence = parse_batch_json(doc, rt.settings.max_batch_messages)
         values = [m["value"] for m in items]
         keys = [m["key"] for m in items]
-        tags = [m["tag"] for m in items]
-        msg_ids = [m["msg_id"] for m in items]
-        stamps = [m["timestamp"] for m in items]
-        given = [m["partition"] for m in items]
-    parts = _assign_partitions(rt, topic, cfg.partitions, keys, given)
-    started = time.perf_counter()
-    # columns straight into the store: no MessageIn / AppendResult object per message
-    future = store.submit_columns(
-        topic,
-        values,
-        keys,
-        tags,
-        msg_ids,
-        stamps,
-        parts,
-        producer_id=producer_id,
-        sequence=sequence,
-    )
+        parts = _assign_partitions(rt, topic, cfg.partitions, keys, [m["partition"] for m in items])
+        value_bytes = sum(map(len, values))
+        started = time.perf_counter()
+        future = store.submit_columns(
+            topic,
+            values,
+            keys,
+            [m["tag"] for m in items],
+            [m["msg_id"] for m in items],
+            [m["timestamp"] for m in items],
+            parts,
+            producer_id=producer_id,
+            sequence=sequence,
+        )
     done = await asyncio.wrap_future(future)
     metrics.append_seconds.observe(time.perf_counter() - started)
     metrics.append_batches.labels("binary" if binary else "json").inc()
     metrics.appended_messages.inc(len(done))
-    metrics.appended_bytes.inc(sum(map(len, values)))
+    metrics.appended_bytes.inc(value_bytes)
     if binary:
         return web.json_response(
             {
@@ -140,7 +163,8 @@ async def produce(request: web.Request) -> web.Response:
                 "partitions": done.partitions,
                 "offsets": done.offsets,
                 "msg_ids": done.msg_ids,
-            }
+            },
+            dumps=_compact_json,
         )
     return web.json_response(
         {

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import aiohttp
+import numpy as np
 
 from storage_node.errors import DiskFull, MsgStoreError, Unavailable
 from storage_node.server.routing_state import RoutingState
@@ -92,9 +93,13 @@ class NodeRuntime:
         return await loop.run_in_executor(self.executor, lambda: fn(*args, **kwargs))
 
     def next_round_robin(self, topic: str, owned: list[int]) -> int:
+        return int(self.round_robin_run(topic, owned, 1)[0])
+
+    def round_robin_run(self, topic: str, owned: list[int], count: int) -> np.ndarray:
+        """The next ``count`` partitions of the topic's round robin over ``owned``."""
         index = self._round_robin.get(topic, 0)
-        self._round_robin[topic] = index + 1
-        return owned[index % len(owned)]
+        self._round_robin[topic] = index + count
+        return np.asarray(owned, dtype=np.int64)[(index + np.arange(count)) % len(owned)]
 
     # -- routing and peers --------------------------------------------------------------
     def sync_topics_from_routing(self) -> None:

@@ -1,5 +1,6 @@
 """Layer 3: the segment store service (see docs/ENGINE_API.md)."""
 
+from storage_node.formats.packed import PackedBatch, PackedColumn
 from storage_node.store.config import StoreConfig
 from storage_node.store.partitioning import partition_for_key
 from storage_node.store.store import Store
@@ -21,6 +22,8 @@ __all__ = [
     "LookupResult",
     "Message",
     "MessageIn",
+    "PackedBatch",
+    "PackedColumn",
     "ReadResult",
     "Store",
     "StoreConfig",

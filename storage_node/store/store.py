@@ -576,20 +576,26 @@ class Store:
         parr = prep.parts.copy()
         if parr.min() < 0:  # messages without key or partition: one sticky partition per batch
             parr[parr < 0] = self._next_partition(topic, cfg.partitions, prep.allowed)
-        # queue offsets
+        # queue offsets: one stable sort groups the batch by partition, keeping its order
         first_part = int(parr[0])
         if n == 1 or bool((parr == first_part).all()):
             start = self.queue(topic, first_part).next_offset
             qarr = np.arange(start, start + n, dtype=np.int64)
-            groups: dict[int, np.ndarray | None] = {first_part: None}
+            order = None
+            groups = [(first_part, 0, n)]
         else:
-            qarr = np.empty(n, dtype=np.int64)
-            groups = {}
-            for p in np.unique(parr).tolist():
-                rows = np.flatnonzero(parr == p)
-                groups[p] = rows
+            order = np.argsort(parr, kind="stable")
+            sorted_parts = parr[order]
+            cuts = (np.flatnonzero(sorted_parts[1:] != sorted_parts[:-1]) + 1).tolist()
+            groups = [
+                (int(sorted_parts[a]), a, b) for a, b in zip([0, *cuts], [*cuts, n], strict=True)
+            ]
+            qsorted = np.empty(n, dtype=np.int64)
+            for p, a, b in groups:
                 start = self.queue(topic, p).next_offset
-                qarr[rows] = np.arange(start, start + len(rows))
+                qsorted[a:b] = np.arange(start, start + b - a)
+            qarr = np.empty(n, dtype=np.int64)
+            qarr[order] = qsorted
         # message IDs: node-assigned ones are a run of sequence numbers of (topic, hour)
         given = prep.given_ids
         assigned = n - len(given)
@@ -628,8 +634,10 @@ class Store:
             entries["pos"] = positions
             entries["size"] = encoded.record_sizes
             entries["tag"] = 0 if batch.tags.absent() else tag_hashes(batch.tags)
-            for p, rows in groups.items():
-                self.queue(topic, p).append(entries if rows is None else entries[rows])
+            if order is not None:
+                entries = entries[order]
+            for p, a, b in groups:
+                self.queue(topic, p).append(entries[a:b])
             if prep.hashes is not None:
                 keyed = prep.keyed
                 if bool(keyed.all()):  # type: ignore[union-attr]

@@ -237,8 +237,16 @@ def test_queue_index_files_and_truncate(tmp_path):
     e = np.zeros(25, dtype=ENTRY_DTYPE)
     e["pos"] = np.arange(25) * 100
     assert q.append(e[:13]) == 0 and q.append(e[13:]) == 13
+    assert q.file_starts == []  # held in memory until a sync: still read back
+    assert q.read(8, 5)["pos"].tolist() == [800, 900, 1000, 1100, 1200]
+    q.append(e[:0])
+    q.sync()
     assert len(q.file_starts) == 3
     assert q.read(8, 5)["pos"].tolist() == [800, 900, 1000, 1100, 1200]
+    f = np.zeros(3, dtype=ENTRY_DTYPE)
+    f["pos"] = [2500, 2600, 2700]
+    q.append(f)  # part in files, part in memory
+    assert q.read(23, 4)["pos"].tolist() == [2300, 2400, 2500, 2600]
     q.truncate(12)
     assert q.next_offset == 12 and len(q.file_starts) == 2
     q.close()

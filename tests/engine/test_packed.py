@@ -38,9 +38,13 @@ def test_hash_spreads_keys_evenly_over_partitions() -> None:
 
 
 def test_long_and_non_ascii_keys_hash_alike() -> None:
-    keys = ["k" * 65_535, "ключ", "", "日本語のキー"]
-    column = PackedColumn.of_text(keys, "key")
-    assert key_hashes(column.blob, column.lens).tolist() == [key_hash(k) for k in keys]
+    for keys in (
+        ["k" * 65_535, "ключ", "", "日本語のキー"],
+        [f"user-{i:09d}" for i in range(500)],  # one length: the matrix form
+        ["", "", ""],
+    ):
+        column = PackedColumn.of_text(keys, "key")
+        assert key_hashes(column.blob, column.lens).tolist() == [key_hash(k) for k in keys]
 
 
 @pytest.mark.parametrize("first", [0, 1, 7, 95, 999_990, 10**12 - 3])
