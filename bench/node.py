@@ -9,7 +9,8 @@ Prints JSON lines:
   http_read            p50_us / p99_us of 10-message page reads over keep-alive HTTP, JSON and
                        (binary_p50_us / binary_p99_us) the binary read framing, both decoded
   http_scan            msgs_per_s reading whole partitions in 10,000-message pages, JSON vs
-                       binary read framing (ratio_binary_vs_json)
+                       binary read framing (ratio_binary_vs_json), and Store.read scanning
+                       the same way in-process (ratio_binary_vs_inprocess)
 
 Usage: python bench/node.py [--quick] [--messages N] [--batch B]
 """
@@ -131,12 +132,13 @@ def http_ingest(node: Node, messages: int, batch: int, binary: bool, connections
                 ).encode()
             )
     ctype = CONTENT_TYPE if binary else "application/json"
+    headers = {"Content-Type": ctype, "Accept": ctype}  # binary producers take the binary answer
     url = node.address + "/v1/topics/bench/messages"
 
     def send(share: list[bytes]) -> None:
         session = requests.Session()
         for body in share:
-            session.post(url, data=body, headers={"Content-Type": ctype}).raise_for_status()
+            session.post(url, data=body, headers=headers).raise_for_status()
 
     shares = [bodies[i::connections] for i in range(connections)]
     started = time.perf_counter()
@@ -206,8 +208,9 @@ def http_scan(node: Node, binary: bool, page: int = 10_000) -> float:
     return count / (time.perf_counter() - started)
 
 
-def inprocess_read(workdir: Path, reads: int) -> float:
-    """p50 of Store.read of 10 messages: the same query without HTTP."""
+def inprocess_read(workdir: Path, reads: int) -> tuple[float, float]:
+    """p50 of Store.read of 10 messages (the same query without HTTP), and msgs/s of
+    Store.read scanning every partition in 10,000-message pages (the peer of http_scan)."""
     data_dir = workdir / "inproc-read"
     shutil.rmtree(data_dir, ignore_errors=True)
     store = Store.open(StoreConfig(data_dir=str(data_dir), lifecycle_interval_s=0))
@@ -227,7 +230,14 @@ def inprocess_read(workdir: Path, reads: int) -> float:
             store.read("bench", p, off, max_messages=10)
             lat.append(time.perf_counter() - started)
         lat.sort()
-        return lat[len(lat) // 2] * 1e6
+        count = 0
+        started = time.perf_counter()
+        for p, (first, end) in enumerate(offsets):
+            offset = first
+            while offset < end:
+                page = store.read("bench", p, offset, max_messages=10_000, max_bytes=64 << 20)
+                count, offset = count + len(page.messages), page.next_offset
+        return lat[len(lat) // 2] * 1e6, count / (time.perf_counter() - started)
     finally:
         store.close()
 
@@ -294,7 +304,7 @@ def main() -> None:
             }
         finally:
             node.stop()
-        inproc = inprocess_read(workdir, 500 if args.quick else 2000)
+        inproc, inproc_scan = inprocess_read(workdir, 500 if args.quick else 2000)
         print(
             json.dumps(
                 {
@@ -318,6 +328,8 @@ def main() -> None:
                     "json_msgs_per_s": round(scans["json"]),
                     "binary_msgs_per_s": round(scans["binary"]),
                     "ratio_binary_vs_json": round(scans["binary"] / scans["json"], 3),
+                    "inprocess_scan_msgs_per_s": round(inproc_scan),
+                    "ratio_binary_vs_inprocess": round(scans["binary"] / inproc_scan, 3),
                     "value_bytes": VALUE_BYTES,
                     "repeats": repeats,
                 }
