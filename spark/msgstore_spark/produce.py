@@ -27,6 +27,7 @@ from msgstore_spark.options import WriteOptions
 from storage_node.client import Client
 from storage_node.client.common import is_retryable
 from storage_node.errors import InvalidBatch, MsgStoreError, NotOwner
+from storage_node.server.append_answer import decode_append_answer
 from storage_node.server.batch_codec import CONTENT_TYPE
 from storage_node.store.partitioning import partitions_for_keys
 
@@ -45,12 +46,15 @@ class TaskReport:
     per_partition: Counter = field(default_factory=Counter)
     offsets: dict[int, tuple[int, int]] = field(default_factory=dict)  # partition -> (min, max)
 
-    def add(self, partitions: list[int], offsets: list[int]) -> None:
+    def add(self, partitions: np.ndarray, offsets: np.ndarray) -> None:
+        """Count a batch's results, per partition with array operations."""
         self.rows += len(offsets)
-        self.per_partition.update(partitions)
-        for p, o in zip(partitions, offsets, strict=True):
+        for p in np.unique(partitions).tolist():
+            mine = offsets[partitions == p]
+            self.per_partition[p] += len(mine)
+            lo, hi = int(mine.min()), int(mine.max())
             lo_hi = self.offsets.get(p)
-            self.offsets[p] = (o, o) if lo_hi is None else (min(lo_hi[0], o), max(lo_hi[1], o))
+            self.offsets[p] = (lo, hi) if lo_hi is None else (min(lo_hi[0], lo), max(lo_hi[1], hi))
 
 
 def _chunks(batches: Iterable[pa.RecordBatch], rows: int, max_bytes: int) -> Iterator[pa.Table]:
@@ -218,7 +222,7 @@ class TaskWriter:
                 if isinstance(outcome, NotOwner):
                     misrouted.append(idx)
                 else:
-                    self.report.add(outcome["partitions"], outcome["offsets"])
+                    self.report.add(outcome.partitions, outcome.offsets)
             self.report.batches += 1
             if not misrouted:
                 return
@@ -252,9 +256,16 @@ class TaskWriter:
         while True:
             try:
                 with explained(self.opts.conn.endpoints, self.opts.topic):
-                    return self.client.request(
-                        "POST", address, self.path, data=body, content_type=CONTENT_TYPE
+                    answer = self.client.request(
+                        "POST",
+                        address,
+                        self.path,
+                        data=body,
+                        content_type=CONTENT_TYPE,
+                        headers={"Accept": CONTENT_TYPE},
+                        raw=True,
                     )
+                    return decode_append_answer(answer.content)
             except NotOwner as err:
                 return err
             except MsgStoreError as err:

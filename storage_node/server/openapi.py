@@ -425,10 +425,17 @@ def _paths() -> dict[str, Any]:
                 },
                 "responses": {
                     "200": {
-                        "description": "appended (results in batch order)",
-                        "content": _json(
-                            {"oneOf": [_ref("AppendResults"), _ref("BinaryAppendResults")]}
+                        "description": (
+                            "appended (results in batch order). A binary batch sent with "
+                            f"'Accept: {BATCH_CONTENT_TYPE}' gets the results as columns "
+                            "(the append answer of docs/BATCH_FORMAT.md)"
                         ),
+                        "content": {
+                            **_json(
+                                {"oneOf": [_ref("AppendResults"), _ref("BinaryAppendResults")]}
+                            ),
+                            BATCH_CONTENT_TYPE: {"schema": {"type": "string", "format": "binary"}},
+                        },
                     },
                     **_errors("400", "404", "413", "415", "421", "503", "507", *V1),
                 },

@@ -13,6 +13,7 @@ from aiohttp import web
 
 from storage_node.errors import InvalidArgument, InvalidBatch, NotFound
 from storage_node.server.app_keys import metrics_of, runtime_of
+from storage_node.server.append_answer import encode_append_answer
 from storage_node.server.batch_codec import CONTENT_TYPE as BATCH_CONTENT_TYPE
 from storage_node.server.batch_codec import (
     accepts_read_columns,
@@ -156,6 +157,8 @@ async def produce(request: web.Request) -> web.Response:
     metrics.append_batches.labels("binary" if binary else "json").inc()
     metrics.appended_messages.inc(len(done))
     metrics.appended_bytes.inc(value_bytes)
+    if binary and accepts_read_columns(request.headers.get("Accept")):
+        return web.Response(body=encode_append_answer(done), content_type=BATCH_CONTENT_TYPE)
     if binary:
         return web.json_response(
             {
