@@ -137,6 +137,16 @@ class PackedColumn:
         return cls(b"", np.full(n, NONE, dtype=np.int64))
 
 
+def concat_columns(columns: Sequence[PackedColumn]) -> PackedColumn:
+    """Several columns back to back (batches written together)."""
+    if len(columns) == 1:
+        return columns[0]
+    lens = np.concatenate([c.lens for c in columns])
+    if all(c.parts is not None for c in columns):
+        return PackedColumn(None, lens, [x for c in columns for x in c.parts])  # type: ignore[union-attr]
+    return PackedColumn(b"".join(c.blob for c in columns), lens)
+
+
 def _checked_values(values: Sequence[bytes]) -> list[bytes]:
     """Values as bytes objects; anything not bytes-like is a typed error naming it."""
     out = list(values)
@@ -231,3 +241,28 @@ class PackedBatch:
             timestamps=_int_column(timestamps, n, "timestamp"),
             partitions=_int_column(partitions, n, "partition"),
         )
+
+
+def merge_batches(batches: Sequence[PackedBatch]) -> PackedBatch:
+    """Several batches back to back, checked and written as one."""
+    if len(batches) == 1:
+        return batches[0]
+
+    def joined(arrays: list[np.ndarray | None]) -> np.ndarray | None:
+        if all(a is None for a in arrays):
+            return None
+        return np.concatenate(
+            [
+                np.full(len(b), NONE, dtype=np.int64) if a is None else a
+                for b, a in zip(batches, arrays, strict=True)
+            ]
+        )
+
+    return PackedBatch(
+        values=concat_columns([b.values for b in batches]),
+        keys=concat_columns([b.keys for b in batches]),
+        tags=concat_columns([b.tags for b in batches]),
+        msg_ids=concat_columns([b.msg_ids for b in batches]),
+        timestamps=joined([b.timestamps for b in batches]),
+        partitions=joined([b.partitions for b in batches]),
+    )

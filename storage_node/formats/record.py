@@ -27,6 +27,7 @@ CRC-32.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +45,7 @@ ROW_TAG = 2
 FRAME = struct.Struct("<IIBBHBBHqQ")
 FRAME_SIZE = FRAME.size  # 32
 PREFIX = struct.Struct("<II")  # frame_len, crc: what a scanner reads first
+FRAME_TAIL = struct.Struct("<BBHBBHqQ")  # the header after the CRC
 ROW_DTYPE = np.dtype(
     [
         ("index", "<u2"), ("partition", "<u2"), ("flags", "u1"), ("idlen", "u1"),
@@ -118,58 +120,65 @@ def encode_frames(
     values: PackedColumn,
     producer: tuple[bytes, int] | None = None,
     target: int = FRAME_TARGET,
+    batches: Sequence[tuple[int, tuple[bytes, int] | None]] | None = None,
 ) -> EncodedBatch:
     """Encode a batch given as packed columns; -1 lengths = absent key/tag.
 
     Everything per record is computed as arrays; Python work is per frame (a few slices
     and one CRC), so the cost per message is a few array elements. Values kept as parts
     (large ones) go to the pieces as they are: no copy before the write.
+
+    ``batches`` lists (record count, producer) of several appended batches written together
+    (group commit): frames never mix two of them, and each one's last frame is marked
+    ``BATCH_END``. Without it the whole input is one batch of ``producer``.
     """
     n = len(partitions)
-    kblob, klens = keys.blob, keys.lens
-    tblob, tlens = tags.blob, tags.lens
-    iblob, ilens = msg_ids.blob, msg_ids.lens
+    if batches is None:
+        batches = [(n, producer)]
     vparts = values.parts
-    vblob = b"" if vparts is not None else values.blob
-    vlens = values.lens
-    ks = np.maximum(klens, 0)
-    ts = np.maximum(tlens, 0)
-    ids = np.asarray(ilens, dtype=np.int64)
-    vs = np.asarray(vlens, dtype=np.int64)
+    ks = np.maximum(keys.lens, 0)
+    ts = np.maximum(tags.lens, 0)
+    ids = np.asarray(msg_ids.lens, dtype=np.int64)
+    vs = np.asarray(values.lens, dtype=np.int64)
     rec_sizes = ROW + ks + ts + ids + vs
-    # frames: cut where the running size crosses a multiple of the target, at most
-    # MAX_FRAME_RECORDS rows each
-    rec_starts = _starts(rec_sizes)
-    bucket = rec_starts // max(1, target)
-    first = np.ones(n, dtype=bool)
-    first[1:] = bucket[1:] != bucket[:-1]
-    heads = np.flatnonzero(first)
-    ends = np.append(heads[1:], n)
-    if n > MAX_FRAME_RECORDS and int((ends - heads).max()) > MAX_FRAME_RECORDS:
-        first[::MAX_FRAME_RECORDS] = True
-        heads = np.flatnonzero(first)
-        ends = np.append(heads[1:], n)
-    nf = len(heads)
-    counts = ends - heads
-    fid = np.repeat(np.arange(nf), counts)
-    index_in_frame = np.arange(n, dtype=np.int64) - heads[fid]
-    pid = producer[0] if producer is not None else b""
-    lead = topic + pid
-    # byte totals of each column per frame, and the column bases inside each frame
     kc, tc, ic, vc = (_cumulative(x) for x in (ks, ts, ids, vs))
+    # frames: cut where the running size crosses a multiple of the target, where a batch
+    # starts, and after MAX_FRAME_RECORDS rows
+    if len(batches) == 1 and n <= MAX_FRAME_RECORDS and int(rec_sizes.sum()) <= target:
+        heads = np.zeros(1, dtype=np.int64)
+        fid = np.zeros(n, dtype=np.int64)
+        index_in_frame = np.arange(n, dtype=np.int64)
+    else:
+        bucket = _starts(rec_sizes) // max(1, target)
+        first = np.ones(n, dtype=bool)
+        first[1:] = bucket[1:] != bucket[:-1]
+        first[np.cumsum([count for count, _p in batches])[:-1]] = True
+        heads = np.flatnonzero(first)
+        if n > MAX_FRAME_RECORDS and int(np.diff(heads, append=n).max()) > MAX_FRAME_RECORDS:
+            first[::MAX_FRAME_RECORDS] = True
+            heads = np.flatnonzero(first)
+        fid = np.cumsum(first) - 1
+        index_in_frame = np.arange(n, dtype=np.int64) - heads[fid]
+    ends = np.append(heads[1:], n)
+    counts = ends - heads
+    # which batch each frame belongs to, and the bytes that lead its columns
+    batch_ends = np.cumsum([count for count, _p in batches])
+    frame_batch = np.searchsorted(batch_ends, heads, side="right").tolist()
+    leads = [topic + (p[0] if p is not None else b"") for _c, p in batches]
+    lead_len = np.array([len(leads[b]) for b in frame_batch], dtype=np.int64)
+    # byte totals of each column per frame, and the column bases inside each frame
     ktot, ttot, itot, vtot = (c[ends] - c[heads] for c in (kc, tc, ic, vc))
-    kbase = FRAME_SIZE + ROW * counts + len(lead)
+    kbase = FRAME_SIZE + ROW * counts + lead_len
     tbase = kbase + ktot
     ibase = tbase + ttot
     vbase = ibase + itot
     frame_sizes = vbase + vtot
     if int(frame_sizes.max()) > MAX_FRAME_BYTES:
         raise ValueError("a record does not fit a frame (more than 4 GiB)")
-    frame_starts = _starts(frame_sizes)
     rows = np.zeros(n, dtype=ROW_DTYPE)
     rows["index"] = index_in_frame
     rows["partition"] = partitions
-    rows["flags"] = (klens >= 0).astype(np.uint8) * ROW_KEY | (tlens >= 0).astype(
+    rows["flags"] = (keys.lens >= 0).astype(np.uint8) * ROW_KEY | (tags.lens >= 0).astype(
         np.uint8
     ) * ROW_TAG
     rows["idlen"] = ids
@@ -177,15 +186,14 @@ def encode_frames(
     rows["taglen"] = ts
     rows["qoff"] = queue_offsets
     rows["born"] = born
-    rows["koff"] = kbase[fid] + kc[:-1] - kc[heads][fid]
-    rows["toff"] = tbase[fid] + tc[:-1] - tc[heads][fid]
-    rows["ioff"] = ibase[fid] + ic[:-1] - ic[heads][fid]
-    rows["voff"] = vbase[fid] + vc[:-1] - vc[heads][fid]
+    rows["koff"] = (kbase - kc[heads])[fid] + kc[:-1]
+    rows["toff"] = (tbase - tc[heads])[fid] + tc[:-1]
+    rows["ioff"] = (ibase - ic[heads])[fid] + ic[:-1]
+    rows["voff"] = (vbase - vc[heads])[fid] + vc[:-1]
     rows["vlen"] = vs
     row_bytes = memoryview(rows.tobytes())
-    kmv, tmv, imv, vmv = (memoryview(b) for b in (kblob, tblob, iblob, vblob))
-    flags = FLAG_PRODUCER if producer is not None else 0
-    sequence = producer[1] if producer is not None else 0
+    kmv, tmv, imv = memoryview(keys.blob), memoryview(tags.blob), memoryview(msg_ids.blob)
+    vmv = memoryview(values.blob) if vparts is None else None
     pieces: list[bytes | memoryview] = []
     crc32 = crc32c
     bounds = zip(
@@ -194,38 +202,34 @@ def encode_frames(
         *(c[heads].tolist() for c in (kc, tc, ic, vc)),
         *(c[ends].tolist() for c in (kc, tc, ic, vc)),
         frame_sizes.tolist(),
+        frame_batch,
+        frame_batch[1:] + [-1],
         strict=True,
     )
-    last = nf - 1
-    for f, (a, b, k0, t0, i0, v0, k1, t1, i1, v1, size) in enumerate(bounds):
-        body = [
-            row_bytes[a * ROW : b * ROW],
-            lead,
-            kmv[k0:k1],
-            tmv[t0:t1],
-            imv[i0:i1],
-        ]
-        if vparts is None:
+    for a, b, k0, t0, i0, v0, k1, t1, i1, v1, size, owner, following in bounds:
+        body = [row_bytes[a * ROW : b * ROW], leads[owner], kmv[k0:k1], tmv[t0:t1], imv[i0:i1]]
+        if vmv is not None:
             body.append(vmv[v0:v1])
         else:
-            body.extend(vparts[a:b])
-        tail = struct.pack(
-            "<BBHBBHqQ",
+            body.extend(vparts[a:b])  # type: ignore[index]
+        prod = batches[owner][1]
+        tail = FRAME_TAIL.pack(
             MAGIC,
-            flags | (FLAG_BATCH_END if f == last else 0),
+            (FLAG_PRODUCER if prod is not None else 0)
+            | (FLAG_BATCH_END if following != owner else 0),
             b - a,
             len(topic),
-            len(pid),
+            len(leads[owner]) - len(topic),
             0,
             store_ms,
-            sequence,
+            prod[1] if prod is not None else 0,
         )
         crc = crc32(tail)
         for piece in body:
             crc = crc32(piece, crc)
         pieces.append(PREFIX.pack(size, crc) + tail)
         pieces.extend(body)
-    row_offsets = frame_starts[fid] + FRAME_SIZE + ROW * index_in_frame
+    row_offsets = _starts(frame_sizes)[fid] + FRAME_SIZE + ROW * index_in_frame
     return EncodedBatch(pieces, frame_sizes, row_offsets, rec_sizes)
 
 

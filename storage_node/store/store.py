@@ -30,6 +30,7 @@ from storage_node.errors import (
     InvalidArgument,
     InvalidBatch,
     MessageTooLarge,
+    MsgStoreError,
     NotFound,
     NotOwner,
     OffsetOutOfRange,
@@ -38,7 +39,7 @@ from storage_node.errors import (
 from storage_node.formats.checkpoint import Checkpoint
 from storage_node.formats.keyhash import key_hash, key_hashes
 from storage_node.formats.msgid import MS_PER_HOUR, MessageId, ip_to_int, numbered_ids, parse_msg_id
-from storage_node.formats.packed import PackedBatch, PackedColumn
+from storage_node.formats.packed import PackedBatch, PackedColumn, concat_columns, merge_batches
 from storage_node.formats.queue_index import ENTRY_DTYPE, QueueIndex, tag_hash, tag_hashes
 from storage_node.formats.record import (
     MAX_KEY_BYTES,
@@ -89,6 +90,72 @@ class _Prepared:
     born: np.ndarray | None  # -1 = store time
     given_ids: list[tuple[int, MessageId]]
     allowed: set[int] | None
+
+
+@dataclass
+class _Ticket:
+    """One producer's prepared batch waiting to be written, and what became of it."""
+
+    cfg: TopicConfig
+    batch: PackedBatch
+    allowed: Sequence[int] | None
+    producer_id: str | None
+    sequence: int | None
+    result: AppendColumns | None = None
+    error: BaseException | None = None
+    target: int = 0
+    done: bool = False
+
+
+def _merge(preps: list[_Prepared]) -> _Prepared:
+    """Prepared batches back to back, written as one."""
+    if len(preps) == 1:
+        return preps[0]
+    starts = np.cumsum([0] + [p.n for p in preps]).tolist()
+
+    def joined(pick: object, fill: object) -> np.ndarray | None:
+        arrays = [pick(p) for p in preps]  # type: ignore[operator]
+        if all(a is None for a in arrays):
+            return None
+        return np.concatenate(
+            [fill(p.n) if a is None else a for p, a in zip(preps, arrays, strict=True)]  # type: ignore[operator]
+        )
+
+    batch = PackedBatch(
+        values=concat_columns([p.batch.values for p in preps]),
+        keys=concat_columns([p.batch.keys for p in preps]),
+        tags=concat_columns([p.batch.tags for p in preps]),
+        msg_ids=concat_columns([p.batch.msg_ids for p in preps]),
+    )
+    return _Prepared(
+        batch,
+        starts[-1],
+        sum(p.total for p in preps),
+        np.concatenate([p.parts for p in preps]),
+        joined(lambda p: p.hashes, lambda k: np.zeros(k, dtype=np.uint32)),
+        joined(lambda p: p.keyed, lambda k: np.zeros(k, dtype=bool)),
+        joined(lambda p: p.born, lambda k: np.full(k, -1, dtype=np.int64)),
+        [(i + s, mid) for p, s in zip(preps, starts, strict=False) for i, mid in p.given_ids],
+        None,
+    )
+
+
+def _split_results(
+    parts: np.ndarray, offsets: np.ndarray, ids: PackedColumn, counts: list[int]
+) -> list[AppendColumns]:
+    """Each batch's share of a group's results."""
+    if len(counts) == 1:
+        return [AppendColumns(parts, offsets, ids.blob, ids.lens)]
+    out = []
+    ends = np.cumsum(ids.lens).tolist()
+    a = 0
+    for count in counts:
+        b = a + count
+        lo = ends[a - 1] if a else 0
+        hi = ends[b - 1] if b else 0
+        out.append(AppendColumns(parts[a:b], offsets[a:b], ids.blob[lo:hi], ids.lens[a:b]))
+        a = b
+    return out
 
 
 def _check_text(column: PackedColumn, n: int, what: str, most: int) -> None:
@@ -168,6 +235,8 @@ class Store:
         self.ready = False
         self._closed = False
         self._lock = threading.RLock()  # the append lock
+        self._pending_lock = threading.Lock()
+        self._pending: list[_Ticket] = []  # prepared batches waiting for the append lock
         self._ckpt_lock = threading.Lock()
         self._maint_lock = threading.Lock()  # one compaction/upload/expiry at a time
         self.checkpoint_path = os.path.join(root, "checkpoint")
@@ -382,7 +451,11 @@ class Store:
             raise InvalidBatch(f"message {i} is not a MessageIn", index=i)
         columns = [list(c) for c in zip(*map(_FIELDS, messages), strict=True)]
         return self.append_columns(
-            topic, *columns, producer_id, sequence, partitions_allowed  # type: ignore[arg-type]
+            topic,
+            *columns,
+            producer_id,
+            sequence,
+            partitions_allowed,  # type: ignore[arg-type]
         ).results()
 
     def append_columns(
@@ -420,21 +493,71 @@ class Store:
         sequence: int | None = None,
         partitions_allowed: Sequence[int] | None = None,
     ) -> AppendColumns:
-        """``append`` of a batch already packed as columns (the binary wire format's shape)."""
+        """``append`` of a batch already packed as columns (the binary wire format's shape).
+
+        Batches that arrive while another one is being written are written together by
+        whichever producer gets the append lock next (group commit): one pass of checking,
+        encoding and indexing and one write for all of them, each keeping its own frames,
+        results, errors and idempotency entry. Producers then share the fsync as well.
+        """
         cfg = self._start_append(topic, producer_id, sequence)
-        prepared = self._prepare(cfg, batch, partitions_allowed)
+        if not isinstance(batch, PackedBatch) or not len(batch):
+            raise InvalidBatch("a batch needs at least one message")
+        ticket = _Ticket(cfg, batch, partitions_allowed, producer_id, sequence)
         self.log.backpressure()
+        with self._pending_lock:
+            self._pending.append(ticket)
         with self._lock:
-            self._check_open()
-            previous = None if producer_id is None else self.dedup.get(producer_id, sequence)  # type: ignore[arg-type]
-            if previous is not None:
-                self.counters["duplicate_batches"] += 1
-                done, target = previous, self.log.end
-            else:
-                done, target = self._append_locked(cfg, prepared, producer_id, sequence)
+            if not ticket.done:
+                with self._pending_lock:
+                    tickets, self._pending = self._pending, []
+                self._append_tickets(tickets)
+        if ticket.error is not None:
+            raise ticket.error
         if self.log.sync_mode:
-            self.log.wait_durable(target)
-        return done
+            self.log.wait_durable(ticket.target)
+        return ticket.result  # type: ignore[return-value]
+
+    def _append_tickets(self, tickets: list[_Ticket]) -> None:
+        """Write the waiting batches (append lock held): per topic, duplicates answered from
+        the idempotency table, the rest in one ``_append_locked``."""
+        by_topic: dict[str, list[_Ticket]] = {}
+        for t in tickets:
+            by_topic.setdefault(t.cfg.name, []).append(t)
+        for group in by_topic.values():
+            fresh: list[_Ticket] = []
+            repeats: list[tuple[_Ticket, _Ticket]] = []
+            seen: dict[tuple[str, int], _Ticket] = {}
+            try:
+                self._check_open()
+                for t in group:
+                    if t.producer_id is not None:
+                        key = (t.producer_id, t.sequence)
+                        previous = self.dedup.get(*key)  # type: ignore[arg-type]
+                        if previous is not None:
+                            self.counters["duplicate_batches"] += 1
+                            t.result = previous
+                            continue
+                        if key in seen:  # the same batch twice in one group
+                            self.counters["duplicate_batches"] += 1
+                            repeats.append((t, seen[key]))
+                            continue
+                        seen[key] = t  # type: ignore[index]
+                    fresh.append(t)
+                fresh, prep = self._prepare_group(group[0].cfg, fresh)
+                if fresh:
+                    results = self._append_locked(group[0].cfg, prep, fresh)  # type: ignore[arg-type]
+                    for t, result in zip(fresh, results, strict=True):
+                        t.result = result
+                for t, first in repeats:
+                    t.result = first.result
+            except BaseException as exc:  # every producer of the group hears of it
+                for t in group:
+                    if t.error is None:
+                        t.error = exc
+            for t in group:
+                t.target = self.log.end
+                t.done = True
 
     def submit(
         self,
@@ -485,6 +608,27 @@ class Store:
             if len(producer_id.encode()) > MAX_PRODUCER_BYTES:  # type: ignore[union-attr]
                 raise InvalidArgument(f"producer id longer than {MAX_PRODUCER_BYTES} bytes")
         return cfg
+
+    def _prepare_group(
+        self, cfg: TopicConfig, tickets: list[_Ticket]
+    ) -> tuple[list[_Ticket], _Prepared | None]:
+        """Check the batches of a group as one; a bad batch fails alone (its producer gets
+        the error, the others are written). Returns the good tickets and their merged form."""
+        if len(tickets) > 1 and all(t.allowed is None for t in tickets):
+            try:
+                merged = merge_batches([t.batch for t in tickets])
+                return tickets, self._prepare(cfg, merged, None)
+            except MsgStoreError:
+                pass  # find out whose batch it is
+        good: list[_Ticket] = []
+        preps: list[_Prepared] = []
+        for t in tickets:
+            try:
+                preps.append(self._prepare(cfg, t.batch, t.allowed))
+                good.append(t)
+            except MsgStoreError as exc:
+                t.error = exc
+        return good, (_merge(preps) if preps else None)
 
     def _prepare(
         self, cfg: TopicConfig, batch: PackedBatch, allowed: Sequence[int] | None
@@ -563,19 +707,29 @@ class Store:
                     topic=cfg.name,
                     partition=bad_parts[0],
                 )
-        return _Prepared(batch, n, total, parts, hashes, keyed if any_key else None, born, given_ids, allowed_set)
+        return _Prepared(
+            batch, n, total, parts, hashes, keyed if any_key else None, born, given_ids, allowed_set
+        )
 
     def _append_locked(
-        self, cfg: TopicConfig, prep: _Prepared, producer_id: str | None, sequence: int | None
-    ) -> tuple[AppendColumns, int]:
+        self, cfg: TopicConfig, prep: _Prepared, tickets: list[_Ticket]
+    ) -> list[AppendColumns]:
+        """Number, encode, write and index the batches of ``tickets`` (checked and merged
+        in ``prep``) as one (lock held)."""
+        topic = cfg.name
+        counts = [len(t.batch) for t in tickets]
+        if int(prep.parts.min()) < 0:  # no key, no partition: one sticky partition per batch
+            a = 0
+            for t, count in zip(tickets, counts, strict=True):
+                mine = prep.parts[a : a + count]
+                allowed = None if t.allowed is None else {int(p) for p in t.allowed}
+                mine[mine < 0] = self._next_partition(topic, cfg.partitions, allowed)
+                a += count
         n = prep.n
         batch = prep.batch
-        topic = cfg.name
         store_ms = max(_now_ms(), self.last_store_ms)
         hour = store_ms // MS_PER_HOUR
-        parr = prep.parts.copy()
-        if parr.min() < 0:  # messages without key or partition: one sticky partition per batch
-            parr[parr < 0] = self._next_partition(topic, cfg.partitions, prep.allowed)
+        parr = prep.parts
         # queue offsets: one stable sort groups the batch by partition, keeping its order
         first_part = int(parr[0])
         if n == 1 or bool((parr == first_part).all()):
@@ -612,7 +766,10 @@ class Store:
                 [have[i] if i in have else prefix + b"%d" % next(seqs) for i in range(n)]
             )
         born = store_ms if prep.born is None else np.where(prep.born < 0, store_ms, prep.born)
-        producer = (producer_id.encode(), sequence) if producer_id is not None else None
+        producers = [
+            (count, (t.producer_id.encode(), t.sequence) if t.producer_id is not None else None)
+            for t, count in zip(tickets, counts, strict=True)
+        ]
         encoded = encode_frames(
             topic.encode(),
             parr,
@@ -623,7 +780,7 @@ class Store:
             batch.tags,
             ids,
             batch.values,
-            producer,  # type: ignore[arg-type]
+            batches=producers,  # type: ignore[arg-type]
         )
         frame_pos = self.log.append(encoded.pieces, encoded.frame_sizes)
         positions = encoded.row_offsets + int(frame_pos[0])
@@ -659,14 +816,15 @@ class Store:
             error = DiskFull(f"index write failed: {exc}")
             self.log.abandon(int(frame_pos[0]), error)
             raise error from exc
-        done = AppendColumns(parr, qarr, ids.blob, ids.lens)
-        if producer_id is not None:
-            self.dedup.put(producer_id, sequence, done)  # type: ignore[arg-type]
+        results = _split_results(parr, qarr, ids, counts)
+        for t, result in zip(tickets, results, strict=True):
+            if t.producer_id is not None:
+                self.dedup.put(t.producer_id, t.sequence, result)  # type: ignore[arg-type]
         c = self.counters
         c["appended_messages"] += n
         c["appended_bytes"] += prep.total
-        c["append_batches"] += 1
-        return done, self.log.end
+        c["append_batches"] += len(tickets)
+        return results
 
     def _next_partition(self, topic: str, nparts: int, allowed: set[int] | None) -> int:
         rr = self._rr.get(topic, 0)
