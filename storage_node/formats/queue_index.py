@@ -48,6 +48,7 @@ class QueueIndex:
         self._lock = threading.RLock()  # fds may be evicted: IO happens under it
         self._pending = bytearray()  # entries from self._pending_from on, not yet written
         self._pending_from = 0
+        self._unsynced = False  # written since the last fsync
         starts = sorted(int(n) for n in os.listdir(self.dir) if n.isdigit() and len(n) == 20)
         self.file_starts = starts
         if next_offset is None:
@@ -110,6 +111,7 @@ class QueueIndex:
         raw.release()
         self._pending = bytearray()
         self._pending_from = first + n
+        self._unsynced = True
 
     def read_bytes(self, offset: int, count: int) -> bytes:
         """The raw entries (20 bytes each) of up to ``count`` offsets from ``offset``."""
@@ -173,9 +175,13 @@ class QueueIndex:
         self.first_offset = max(self.first_offset, offset)
 
     def sync(self) -> None:
+        """Write pending entries and fsync the files (nothing to do if nothing changed)."""
         with self._lock:
             if self._pending:
                 self._write_pending()
+            if not self._unsynced:
+                return
+            self._unsynced = False
             for fd in self._fds.values():
                 os.fsync(fd)
 

@@ -251,6 +251,7 @@ class Store:
         self.last_store_ms = 0
         self._rr: dict[str, int] = {}
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._syncer: concurrent.futures.ThreadPoolExecutor | None = None
         self._stop = threading.Event()
         self._maint_thread: threading.Thread | None = None
         self.recovery_report: dict = {}
@@ -365,6 +366,9 @@ class Store:
             self._release()
 
     def _release(self) -> None:
+        if self._syncer is not None:
+            self._syncer.shutdown(wait=True)
+            self._syncer = None
         self.log.close()
         self.keyidx.close()
         self.msgids.close()
@@ -583,6 +587,14 @@ class Store:
     ) -> concurrent.futures.Future[AppendColumns]:
         """``append_packed`` without blocking the caller (same arguments)."""
         return self._executor().submit(self.append_packed, topic, batch, *args, **kwargs)
+
+    def _sync_pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        """Threads that fsync index files during a checkpoint (fsync releases the GIL)."""
+        if self._syncer is None:
+            self._syncer = concurrent.futures.ThreadPoolExecutor(
+                4, thread_name_prefix="msgstore-sync"
+            )
+        return self._syncer
 
     def _executor(self) -> concurrent.futures.ThreadPoolExecutor:
         self._check_open()
@@ -1002,11 +1014,12 @@ class Store:
                 for (t, p), q in self.queues.items():
                     ck.queues.setdefault(t, {})[str(p)] = q.next_offset
                 dedup = self.dedup.snapshot()
+            # the index files are synced alongside the log's fsync, not after it
+            syncs = [self.keyidx.sync, self.msgids.sync, *(q.sync for q in self.queues.values())]
+            pending = [self._sync_pool().submit(sync) for sync in syncs]
             self.log.wait_durable(ck.log_end)
-            self.keyidx.sync()
-            for q in list(self.queues.values()):
-                q.sync()
-            self.msgids.sync()
+            for future in pending:
+                future.result()
             self.dedup.save(dedup)
             ck.clean = clean
             ck.save(self.checkpoint_path)
