@@ -20,47 +20,17 @@ from storage_node.server.batch_codec import (
     decode_packed,
     encode_read_answer,
 )
-from storage_node.server.message_json import message_to_json, parse_batch_json
+from storage_node.server.message_json import message_to_json, parse_batch_packed, results_json
 from storage_node.server.params import path_int, query_int, scope_param, topic_param
 from storage_node.server.routes_topics import get_topic_config
 from storage_node.server.runtime import NodeRuntime
-from storage_node.store import Message, PackedBatch, partition_for_key
+from storage_node.store import Message, PackedBatch
 from storage_node.store.partitioning import partitions_for_keys
 
 MAX_READ_MESSAGES = 10_000
 MAX_READ_BYTES = 64 * 1024 * 1024
 MAX_LOOKUP = 10_000
 VARY = {"Vary": "Accept"}  # GET answers differ by Accept (JSON or the binary read framing)
-
-
-def _assign_partitions(
-    rt: NodeRuntime,
-    topic: str,
-    partitions: int,
-    keys: list[str | None],
-    given: list[int | None],
-) -> list[int]:
-    """Resolve every message's partition and check this node owns each (421 if not)."""
-    owned = rt.routing.owned_partitions(topic, partitions)
-    if None not in given:  # the client's usual case: every partition already chosen
-        out = list(given)  # type: ignore[arg-type]
-        return _check_partitions(rt, topic, partitions, out, len(owned) != partitions)
-    out: list[int] = []
-    rr_needed = False
-    for key, part in zip(keys, given, strict=True):
-        if part is not None:
-            out.append(part)
-        elif key is not None:
-            out.append(partition_for_key(key, partitions))
-        else:
-            out.append(-1)
-            rr_needed = True
-    if rr_needed:
-        if not owned:
-            # nothing owned here: name the owner of the partition the message would go to
-            rt.routing.check_owner(topic, rt.next_round_robin(topic, list(range(partitions))))
-        out = [rt.next_round_robin(topic, owned) if p < 0 else p for p in out]
-    return _check_partitions(rt, topic, partitions, out, len(owned) != partitions)
 
 
 def _compact_json(doc: object) -> str:
@@ -86,7 +56,8 @@ def _check_partitions(
 def _assign_packed_partitions(
     rt: NodeRuntime, topic: str, partitions: int, batch: PackedBatch
 ) -> np.ndarray:
-    """``_assign_partitions`` for a packed batch, as array operations."""
+    """Resolve every message's partition (given, by key hash, else round robin over this
+    node's partitions) and check this node owns each (421 if not), as array operations."""
     n = len(batch)
     owned = rt.routing.owned_partitions(topic, partitions)
     out = batch.partitions.copy() if batch.partitions is not None else np.full(n, -1, np.int64)
@@ -125,33 +96,17 @@ async def produce(request: web.Request) -> web.Response:
             raise InvalidBatch(
                 f"a batch holds at most {rt.settings.max_batch_messages} messages, got {len(batch)}"
             )
-        batch.partitions = _assign_packed_partitions(rt, topic, cfg.partitions, batch)
-        value_bytes = batch.values.nbytes
-        started = time.perf_counter()
-        # packed columns straight into the store: no object per message
-        future = store.submit_packed(topic, batch, producer_id=producer_id, sequence=sequence)
     else:
         try:
             doc = json.loads(body)
         except (ValueError, UnicodeDecodeError) as exc:
             raise InvalidBatch(f"the body is not valid JSON: {exc}") from None
-        items, producer_id, sequence = parse_batch_json(doc, rt.settings.max_batch_messages)
-        values = [m["value"] for m in items]
-        keys = [m["key"] for m in items]
-        parts = _assign_partitions(rt, topic, cfg.partitions, keys, [m["partition"] for m in items])
-        value_bytes = sum(map(len, values))
-        started = time.perf_counter()
-        future = store.submit_columns(
-            topic,
-            values,
-            keys,
-            [m["tag"] for m in items],
-            [m["msg_id"] for m in items],
-            [m["timestamp"] for m in items],
-            parts,
-            producer_id=producer_id,
-            sequence=sequence,
-        )
+        batch, producer_id, sequence = parse_batch_packed(doc, rt.settings.max_batch_messages)
+    batch.partitions = _assign_packed_partitions(rt, topic, cfg.partitions, batch)
+    value_bytes = batch.values.nbytes
+    started = time.perf_counter()
+    # packed columns straight into the store: no object per message
+    future = store.submit_packed(topic, batch, producer_id=producer_id, sequence=sequence)
     done = await asyncio.wrap_future(future)
     metrics.append_seconds.observe(time.perf_counter() - started)
     metrics.append_batches.labels("binary" if binary else "json").inc()
@@ -169,14 +124,7 @@ async def produce(request: web.Request) -> web.Response:
             },
             dumps=_compact_json,
         )
-    return web.json_response(
-        {
-            "results": [
-                {"partition": p, "offset": o, "msg_id": m}
-                for p, o, m in zip(done.partitions, done.offsets, done.msg_ids, strict=True)
-            ]
-        }
-    )
+    return web.Response(body=results_json(done), content_type="application/json")
 
 
 async def read_partition(request: web.Request) -> web.Response:
