@@ -9,13 +9,14 @@ it with whole-array operations. ``-1`` in a length, timestamp or partition array
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import repeat
 from operator import is_not
 
 import numpy as np
 
 from storage_node.errors import InvalidBatch
+from storage_node.formats.keyhash import key_hashes
 
 NONE = -1
 # values averaging this much stay the caller's own objects (written with a gathering write)
@@ -190,9 +191,17 @@ class PackedBatch:
     msg_ids: PackedColumn
     timestamps: np.ndarray | None = None  # int64 born ms, -1 = store time; None = all
     partitions: np.ndarray | None = None  # int64, -1 = chosen by the node; None = all
+    _hashes: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.values.lens)
+
+    def key_hashes(self) -> np.ndarray:
+        """``key_hash`` of every key (0 where none), computed once per batch: the node
+        picks partitions with it and the store indexes with it."""
+        if self._hashes is None:
+            self._hashes = key_hashes(self.keys.blob, self.keys.lens)
+        return self._hashes
 
     @classmethod
     def from_lists(
@@ -265,4 +274,9 @@ def merge_batches(batches: Sequence[PackedBatch]) -> PackedBatch:
         msg_ids=concat_columns([b.msg_ids for b in batches]),
         timestamps=joined([b.timestamps for b in batches]),
         partitions=joined([b.partitions for b in batches]),
+        _hashes=(
+            np.concatenate([b._hashes for b in batches])  # type: ignore[misc]
+            if all(b._hashes is not None for b in batches)
+            else None
+        ),
     )

@@ -25,7 +25,6 @@ from storage_node.server.params import path_int, query_int, scope_param, topic_p
 from storage_node.server.routes_topics import get_topic_config
 from storage_node.server.runtime import NodeRuntime
 from storage_node.store import Message, PackedBatch
-from storage_node.store.partitioning import partitions_for_keys
 
 MAX_READ_MESSAGES = 10_000
 MAX_READ_BYTES = 64 * 1024 * 1024
@@ -63,7 +62,7 @@ def _assign_packed_partitions(
     out = batch.partitions.copy() if batch.partitions is not None else np.full(n, -1, np.int64)
     keyed = (out < 0) & (batch.keys.lens >= 0)
     if keyed.any():
-        by_key = partitions_for_keys(batch.keys.blob, batch.keys.lens, partitions)
+        by_key = (batch.key_hashes() % partitions).astype(np.int64)
         out[keyed] = by_key[keyed]
     rest = np.flatnonzero(out < 0)
     if len(rest):

@@ -37,7 +37,7 @@ from storage_node.errors import (
     Unavailable,
 )
 from storage_node.formats.checkpoint import Checkpoint
-from storage_node.formats.keyhash import key_hash, key_hashes
+from storage_node.formats.keyhash import key_hash
 from storage_node.formats.msgid import MS_PER_HOUR, MessageId, ip_to_int, numbered_ids, parse_msg_id
 from storage_node.formats.packed import PackedBatch, PackedColumn, concat_columns, merge_batches
 from storage_node.formats.queue_index import ENTRY_DTYPE, QueueIndex, tag_hash, tag_hashes
@@ -678,7 +678,7 @@ class Store:
         parts = np.full(n, -1, dtype=np.int64)
         keyed = batch.keys.lens >= 0
         any_key = bool(keyed.any())
-        hashes = key_hashes(batch.keys.blob, batch.keys.lens) if any_key else None
+        hashes = batch.key_hashes() if any_key else None
         if hashes is not None:
             parts[keyed] = hashes[keyed] % nparts
         if batch.partitions is not None:
