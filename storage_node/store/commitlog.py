@@ -16,7 +16,6 @@ import errno
 import os
 import threading
 import time
-from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +27,7 @@ from storage_node.formats.segment import segment_name
 from storage_node.store.segments import BlockSegment, RawSegment
 
 IOV_MAX = 512
+FRAME_CACHE = 16  # verified frames kept for reads
 # Out of space: the disk (ENOSPC), a quota (EDQUOT) or the process file-size limit (EFBIG).
 NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
@@ -99,8 +99,9 @@ class CommitLog:
         self._thread: threading.Thread | None = None
         self.stats = {"flushes": 0, "fsyncs": 0, "bytes_written": 0}
         # recently read frames, already CRC-checked: consecutive reads of a partition find
-        # their records in the same few frames
-        self._frames: deque[tuple[int, int, memoryview]] = deque(maxlen=16)
+        # their records in the same few frames. Replaced, never changed in place, so
+        # readers on other threads can walk the list they got.
+        self._frames: list[tuple[int, int, memoryview]] = []
 
     # ---- setup (recovery) -------------------------------------------------------------
     def install(self, start: int, handle: RawSegment | BlockSegment) -> None:
@@ -472,7 +473,7 @@ class CommitLog:
         frame_off = frame_offset_of_row(buf, off)
         frame = verified_frame(buf, frame_off, where)
         start = pos - (off - frame_off)
-        self._frames.append((start, start + len(frame), frame))
+        self._frames = [*self._frames[-(FRAME_CACHE - 1) :], (start, start + len(frame), frame)]
         return decode_row(frame, off - frame_off)
 
     def is_sealed(self, start: int) -> bool:

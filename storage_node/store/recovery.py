@@ -21,16 +21,26 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from storage_node.backend.files import fsync_dir, remove_file, remove_temporaries
-from storage_node.errors import CorruptData
+from storage_node.errors import CorruptData, InvalidArgument
 from storage_node.formats.checkpoint import Checkpoint
 from storage_node.formats.compressed import decompress_all
-from storage_node.formats.keyhash import key_hash
-from storage_node.formats.msgid import parse_msg_id
+from storage_node.formats.keyhash import key_hashes
+from storage_node.formats.msgid import numbered_ids, parse_msg_id
 from storage_node.formats.queue_index import ENTRY_DTYPE, tag_hash
-from storage_node.formats.record import FRAME_SIZE, check_frame, decode_frame
+from storage_node.formats.record import (
+    FLAG_PRODUCER,
+    FRAME,
+    FRAME_SIZE,
+    ROW,
+    ROW_DTYPE,
+    ROW_KEY,
+    ROW_TAG,
+    check_frame,
+)
 from storage_node.formats.segment import last_batch_end, parse_segment_name, scan_segment
 from storage_node.store.keyindex import is_index_name, name_begin_pos
 from storage_node.store.segments import BlockSegment, CorruptSegment, RawSegment
+from storage_node.store.types import AppendColumns
 
 if TYPE_CHECKING:
     from storage_node.store.store import Store
@@ -80,9 +90,7 @@ def recover(store: Store) -> dict:
         start = ck.log_end if ck is not None else 0
         start = max(start, store.log.start_pos)
         report["replayed_from"] = start
-        store.__dict__.pop("_replay_key_covered", None)
         report["replayed_records"] = replay(store, start, report)
-        store.__dict__.pop("_replay_key_covered", None)
     for q in store.queues.values():
         adjust_first_offset(store, q)
     return report
@@ -196,118 +204,121 @@ def _segment_bytes(handle: object) -> bytes:
 
 
 def replay(store: Store, start: int, report: dict) -> int:
-    """Re-index every record from log position ``start`` to the end; returns how many."""
+    """Re-index every record from log position ``start`` to the end; returns how many.
+
+    Frame by frame, with array operations: the rows give queue entries and positions, the
+    keys of a frame are hashed together, and a frame of node-assigned IDs is one run.
+    """
     log = store.log
+    kx = store.keyidx
+    # items already held by compacted/uploaded key-index files are not added again
+    covered = max((kx.files[n].end_pos for n in kx.names if kx.states[n] != "unsealed"), default=-1)
     count = 0
-    batch: list = []
     for seg_start in list(log.starts):
-        seg_end = log.segment_end(seg_start)
-        if seg_end <= start:
+        if log.segment_end(seg_start) <= start:
             continue
-        handle = log.segments[seg_start]
         try:
-            data = _segment_bytes(handle)
+            data = _segment_bytes(log.segments[seg_start])
         except CorruptData as exc:
             report["corrupt_files"].append(f"segment {seg_start:020d}: {exc}")
             continue
         off = max(0, start - seg_start)
         n = len(data)
         while off < n:
-            try:  # one CRC check per frame; the values themselves are not needed to index
-                records = decode_frame(data, off, with_value=False)
-                size = int.from_bytes(data[off : off + 4], "little")
-            except CorruptData:
+            size = check_frame(data, off, n - off)
+            if size < 0:
                 claimed = int.from_bytes(data[off : off + 4], "little") if n - off >= 4 else 0
+                if seg_start + off not in report["corrupt_records"]:
+                    report["corrupt_records"].append(seg_start + off)
                 if (
                     claimed >= FRAME_SIZE
                     and off + claimed < n
                     and check_frame(data, off + claimed, n - off - claimed) > 0
                 ):
-                    if seg_start + off not in report["corrupt_records"]:
-                        report["corrupt_records"].append(seg_start + off)
-                    off += claimed
+                    off += claimed  # mid-file damage: skip the frame, index what follows
                     continue
-                report["corrupt_records"].append(seg_start + off)
                 break
-            for row, rec in records:
-                batch.append((seg_start + off + row, rec))
+            count += _index_frame(
+                store, memoryview(data)[off : off + size], seg_start + off, covered
+            )
             off += size
-            count += len(records)
-            if len(batch) >= 10_000:
-                _apply(store, batch)
-                batch = []
-    if batch:
-        _apply(store, batch)
     return count
 
 
-def _apply(store: Store, batch: list) -> None:
-    """Index replayed records (in log order) exactly as the append path would have."""
-    queued: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {}
-    keys: list[tuple[int, int, int]] = []
-    ids: dict[tuple[int, str, int], list[tuple[int, int]]] = {}
-    prefixes: dict[str, list[tuple[int, int]]] = {}
-    covered = store.__dict__.get("_replay_key_covered")
-    if covered is None:  # items already held by compacted/uploaded files are not re-added
-        kx = store.keyidx
-        covered = max(
-            (kx.files[n].end_pos for n in kx.names if kx.states[n] != "unsealed"), default=-1
-        )
-        store.__dict__["_replay_key_covered"] = covered
-    for pos, rec in batch:
-        if rec.topic not in store.topics.topics:
-            continue
-        queued.setdefault((rec.topic, rec.partition), []).append(
-            (
-                rec.queue_offset,
-                pos,
-                rec.size,
-                tag_hash(rec.tag.encode()) if rec.tag is not None else 0,
-            )
-        )
-        if rec.key is not None and pos > covered:
-            keys.append((key_hash(rec.key), pos, rec.store_ms))
-        if rec.producer_id is not None:
-            store.dedup.extend(
-                rec.producer_id, rec.sequence, rec.partition, rec.queue_offset, rec.msg_id
-            )
-        store.last_store_ms = max(store.last_store_ms, rec.store_ms)
-        head, _, seq = rec.msg_id.rpartition("-")
-        group = prefixes.get(head)
-        if group is None:  # one full parse per app-ip-hour prefix, not per record
-            try:
-                mid = parse_msg_id(rec.msg_id)
-            except Exception:  # an ID that no longer parses is simply not indexed
-                continue
-            group = prefixes[head] = ids.setdefault((mid.hour, mid.app, mid.ip), [])
-        if seq.isdigit() and len(seq) <= 15:
-            group.append((int(seq), pos))
-    for (topic, part), rows in queued.items():
-        q = store.queue(topic, part)
-        entries = []
-        for qoff, pos, size, th in rows:
-            if qoff < q.next_offset + len(entries):
-                continue
-            while q.next_offset + len(entries) < qoff:  # lost to mid-file corruption
-                entries.append((0, 0, 0))
-            entries.append((pos, size, th))
-        if entries:
-            q.append(np.array(entries, dtype=ENTRY_DTYPE))
-    for (hour, app, ip), rows in ids.items():  # runs of consecutive numbers: one write each
-        seqs = np.array([r[0] for r in rows], dtype=np.int64)
-        positions = np.array([r[1] for r in rows], dtype=np.uint64)
-        cuts = np.flatnonzero(np.diff(seqs) != 1) + 1
-        for a, b in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(seqs)].tolist(), strict=True):
-            store.msgids.put_run(app, hour, ip, int(seqs[a]), positions[a:b])
-    i = 0
-    while i < len(keys):
-        j = i
-        while j < len(keys) and keys[j][2] == keys[i][2]:
-            j += 1
-        run = keys[i:j]
-        store.keyidx.add(
-            np.array([k[0] for k in run], dtype=np.uint32),
-            np.array([k[1] for k in run], dtype=np.uint64),
-            run[0][2],
-        )
-        i = j
+def _index_frame(store: Store, frame: memoryview, pos: int, covered: int) -> int:
+    """Index one verified frame at log position ``pos`` exactly as its append did."""
+    _size, _crc, _m, flags, count, tlen, plen, _r, store_ms, sequence = FRAME.unpack_from(frame)
+    rows = np.frombuffer(frame, dtype=ROW_DTYPE, count=count, offset=FRAME_SIZE)
+    lead = FRAME_SIZE + ROW * count
+    topic = bytes(frame[lead : lead + tlen]).decode()
+    store.last_store_ms = max(store.last_store_ms, store_ms)
+    if topic not in store.topics.topics:
+        return count
+    positions = pos + FRAME_SIZE + ROW * np.arange(count, dtype=np.int64)
+    parts = rows["partition"].astype(np.int64)
+    qoffs = rows["qoff"].astype(np.int64)
+    klen = rows["klen"].astype(np.int64)
+    idlen = rows["idlen"].astype(np.int64)
+    entries = np.zeros(count, dtype=ENTRY_DTYPE)
+    entries["pos"] = positions
+    entries["size"] = ROW + klen + rows["taglen"] + idlen + rows["vlen"]
+    tagged = np.flatnonzero(rows["flags"] & ROW_TAG)
+    for i in tagged.tolist():
+        toff, taglen = int(rows["toff"][i]), int(rows["taglen"][i])
+        entries["tag"][i] = tag_hash(bytes(frame[toff : toff + taglen]))
+    for p in np.unique(parts).tolist():
+        mine = np.flatnonzero(parts == p)
+        _replay_queue(store.queue(topic, p), qoffs[mine], entries[mine])
+    keyed = (rows["flags"] & ROW_KEY).astype(bool) & (positions > covered)
+    if keyed.any():
+        kstart = int(rows["koff"][0])
+        keys = frame[kstart : kstart + int(klen.sum())]
+        hashes = key_hashes(keys, np.where(rows["flags"] & ROW_KEY, klen, -1))
+        store.keyidx.add(hashes[keyed], positions[keyed].astype(np.uint64), store_ms)
+    istart = int(rows["ioff"][0])
+    ids = bytes(frame[istart : istart + int(idlen.sum())])
+    if flags & FLAG_PRODUCER:
+        producer = bytes(frame[lead + tlen : lead + tlen + plen]).decode()
+        texts = AppendColumns(parts, qoffs, ids, idlen).msg_ids
+        for p, o, m in zip(parts.tolist(), qoffs.tolist(), texts, strict=True):
+            store.dedup.extend(producer, sequence, p, o, m)
+    _replay_ids(store, ids, idlen, positions)
+    return count
+
+
+def _replay_queue(q: object, qoffs: np.ndarray, entries: np.ndarray) -> None:
+    """Append the entries a partition does not hold yet; offsets lost to mid-file
+    corruption before them become empty entries (reads report them)."""
+    nxt = q.next_offset  # type: ignore[attr-defined]
+    keep = qoffs >= nxt
+    qoffs, entries = qoffs[keep], entries[keep]
+    if not len(qoffs):
+        return
+    if int(qoffs[0]) == nxt and int(qoffs[-1]) == nxt + len(qoffs) - 1:
+        q.append(entries)  # type: ignore[attr-defined]
+        return
+    filled = np.zeros(int(qoffs.max()) - nxt + 1, dtype=ENTRY_DTYPE)
+    filled[qoffs - nxt] = entries
+    q.append(filled)  # type: ignore[attr-defined]
+
+
+def _replay_ids(store: Store, ids: bytes, lens: np.ndarray, positions: np.ndarray) -> None:
+    """Index a frame's message IDs: one run when they are consecutive node-assigned numbers
+    (the usual frame), else one by one."""
+    first_len = int(lens[0])
+    try:
+        first = parse_msg_id(ids[:first_len].decode())
+    except (InvalidArgument, UnicodeDecodeError):
+        first = None
+    if first is not None:
+        prefix = ids[: first_len - len(str(first.seq))]
+        run = numbered_ids(prefix, first.seq, len(lens))
+        if run.blob == ids:
+            store.msgids.put_run(first.app, first.hour, first.ip, first.seq, positions)
+            return
+    texts = AppendColumns(positions, positions, ids, lens).msg_ids
+    for text, p in zip(texts, positions.tolist(), strict=True):
+        try:
+            store.msgids.put(parse_msg_id(text), p)
+        except InvalidArgument:
+            continue  # an ID that no longer parses is simply not indexed
