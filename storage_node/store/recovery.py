@@ -206,8 +206,9 @@ def _segment_bytes(handle: object) -> bytes:
 def replay(store: Store, start: int, report: dict) -> int:
     """Re-index every record from log position ``start`` to the end; returns how many.
 
-    Frame by frame, with array operations: the rows give queue entries and positions, the
-    keys of a frame are hashed together, and a frame of node-assigned IDs is one run.
+    Frames are indexed with array operations, consecutive frames of one appended batch
+    (same topic, producer and store time) together: the rows give queue entries and
+    positions, the keys are hashed together, node-assigned IDs are one run.
     """
     log = store.log
     kx = store.keyidx
@@ -222,8 +223,11 @@ def replay(store: Store, start: int, report: dict) -> int:
         except CorruptData as exc:
             report["corrupt_files"].append(f"segment {seg_start:020d}: {exc}")
             continue
+        view = memoryview(data)
         off = max(0, start - seg_start)
         n = len(data)
+        group: list[tuple[memoryview, int]] = []
+        group_key: tuple = ()
         while off < n:
             size = check_frame(data, off, n - off)
             if size < 0:
@@ -238,52 +242,81 @@ def replay(store: Store, start: int, report: dict) -> int:
                     off += claimed  # mid-file damage: skip the frame, index what follows
                     continue
                 break
-            count += _index_frame(
-                store, memoryview(data)[off : off + size], seg_start + off, covered
-            )
+            frame = view[off : off + size]
+            key = _batch_key(frame)
+            if group and (key != group_key or len(group) >= MAX_GROUP_FRAMES):
+                count += _index_frames(store, group, covered)
+                group = []
+            group_key = key
+            group.append((frame, seg_start + off))
             off += size
+        if group:
+            count += _index_frames(store, group, covered)
     return count
 
 
-def _index_frame(store: Store, frame: memoryview, pos: int, covered: int) -> int:
-    """Index one verified frame at log position ``pos`` exactly as its append did."""
+MAX_GROUP_FRAMES = 256
+
+
+def _batch_key(frame: memoryview) -> tuple:
+    """What the frames of one appended batch share: producer flag, store time, sequence,
+    topic and producer id."""
     _size, _crc, _m, flags, count, tlen, plen, _r, store_ms, sequence = FRAME.unpack_from(frame)
-    rows = np.frombuffer(frame, dtype=ROW_DTYPE, count=count, offset=FRAME_SIZE)
     lead = FRAME_SIZE + ROW * count
-    topic = bytes(frame[lead : lead + tlen]).decode()
+    return (flags & FLAG_PRODUCER, store_ms, sequence, bytes(frame[lead : lead + tlen + plen]))
+
+
+def _index_frames(store: Store, frames: list[tuple[memoryview, int]], covered: int) -> int:
+    """Index verified frames of one batch (log positions given) as its append did."""
+    first = frames[0][0]
+    _size, _crc, _m, flags, count0, tlen, plen, _r, store_ms, sequence = FRAME.unpack_from(first)
+    lead = FRAME_SIZE + ROW * count0
+    topic = bytes(first[lead : lead + tlen]).decode()
     store.last_store_ms = max(store.last_store_ms, store_ms)
+    rows_parts, pos_parts, key_parts, id_parts = [], [], [], []
+    tags: list[tuple[int, int]] = []  # (record number, tag hash)
+    total = 0
+    for frame, pos in frames:
+        count = FRAME.unpack_from(frame)[4]
+        rows = np.frombuffer(frame, dtype=ROW_DTYPE, count=count, offset=FRAME_SIZE)
+        rows_parts.append(rows)
+        pos_parts.append(pos + FRAME_SIZE + ROW * np.arange(count, dtype=np.int64))
+        kstart, istart = int(rows["koff"][0]), int(rows["ioff"][0])
+        key_parts.append(frame[kstart : kstart + int(rows["klen"].sum())])
+        id_parts.append(frame[istart : istart + int(rows["idlen"].sum())])
+        for i in np.flatnonzero(rows["flags"] & ROW_TAG).tolist():
+            toff, taglen = int(rows["toff"][i]), int(rows["taglen"][i])
+            tags.append((total + i, tag_hash(bytes(frame[toff : toff + taglen]))))
+        total += count
     if topic not in store.topics.topics:
-        return count
-    positions = pos + FRAME_SIZE + ROW * np.arange(count, dtype=np.int64)
+        return total
+    rows = rows_parts[0] if len(rows_parts) == 1 else np.concatenate(rows_parts)
+    positions = pos_parts[0] if len(pos_parts) == 1 else np.concatenate(pos_parts)
     parts = rows["partition"].astype(np.int64)
     qoffs = rows["qoff"].astype(np.int64)
     klen = rows["klen"].astype(np.int64)
     idlen = rows["idlen"].astype(np.int64)
-    entries = np.zeros(count, dtype=ENTRY_DTYPE)
+    entries = np.zeros(total, dtype=ENTRY_DTYPE)
     entries["pos"] = positions
     entries["size"] = ROW + klen + rows["taglen"] + idlen + rows["vlen"]
-    tagged = np.flatnonzero(rows["flags"] & ROW_TAG)
-    for i in tagged.tolist():
-        toff, taglen = int(rows["toff"][i]), int(rows["taglen"][i])
-        entries["tag"][i] = tag_hash(bytes(frame[toff : toff + taglen]))
+    for i, th in tags:
+        entries["tag"][i] = th
     for p in np.unique(parts).tolist():
         mine = np.flatnonzero(parts == p)
         _replay_queue(store.queue(topic, p), qoffs[mine], entries[mine])
-    keyed = (rows["flags"] & ROW_KEY).astype(bool) & (positions > covered)
+    has_key = (rows["flags"] & ROW_KEY).astype(bool)
+    keyed = has_key & (positions > covered)
     if keyed.any():
-        kstart = int(rows["koff"][0])
-        keys = frame[kstart : kstart + int(klen.sum())]
-        hashes = key_hashes(keys, np.where(rows["flags"] & ROW_KEY, klen, -1))
+        hashes = key_hashes(b"".join(key_parts), np.where(has_key, klen, -1))
         store.keyidx.add(hashes[keyed], positions[keyed].astype(np.uint64), store_ms)
-    istart = int(rows["ioff"][0])
-    ids = bytes(frame[istart : istart + int(idlen.sum())])
+    ids = b"".join(id_parts)
     if flags & FLAG_PRODUCER:
-        producer = bytes(frame[lead + tlen : lead + tlen + plen]).decode()
+        producer = bytes(first[lead + tlen : lead + tlen + plen]).decode()
         texts = AppendColumns(parts, qoffs, ids, idlen).msg_ids
         for p, o, m in zip(parts.tolist(), qoffs.tolist(), texts, strict=True):
             store.dedup.extend(producer, sequence, p, o, m)
     _replay_ids(store, ids, idlen, positions)
-    return count
+    return total
 
 
 def _replay_queue(q: object, qoffs: np.ndarray, entries: np.ndarray) -> None:
