@@ -57,6 +57,7 @@ class CommitLog:
         flush_max_bytes: int,
         flush_max_age_ms: int,
         fsync_interval_ms: int = 1000,
+        fsync_bytes: int = 8 << 20,
     ) -> None:
         self.root = root
         self.dirs = {
@@ -91,6 +92,7 @@ class CommitLog:
         # async mode writes on every flush but fsyncs at most this often (and whenever
         # somebody waits for durability: checkpoint, close, flush()); sync mode always fsyncs
         self.fsync_interval = fsync_interval_ms / 1000.0
+        self.fsync_bytes = fsync_bytes  # async: also fsync once this much is unsynced
         self._last_fsync = time.monotonic()
         self._closing = False
         self._error: Exception | None = None
@@ -320,6 +322,7 @@ class CommitLog:
             or self._waiters > 0
             or self._closing
             or time.monotonic() - self._last_fsync >= self.fsync_interval
+            or self.written_end - self.durable_end + sum(c.size for c in batch) >= self.fsync_bytes
         )
         started = time.monotonic()
         try:

@@ -18,9 +18,10 @@ class StoreConfig:
     segment_bytes: int = GIB
     flush_mode: str = "sync"  # "sync": ack after fsync (group commit); "async": ack from memory
     flush_max_messages: int = 100_000  # async: flush when the cache holds this many messages
-    flush_max_bytes: int = 16 * MIB  # ... or this many bytes
+    flush_max_bytes: int = 4 * MIB  # ... or this many bytes
     flush_max_age_ms: int = 200  # ... or its oldest message is this old
     async_fsync_interval_ms: int = 1000  # async: written at every flush, fsynced this often
+    async_fsync_bytes: int = 8 * MIB  # ... and whenever this much was written since the last
     index_slots: int = 5_000_000
     index_items: int = 20_000_000
     queue_file_entries: int = 300_000
@@ -40,6 +41,7 @@ class StoreConfig:
             "segment_bytes",
             "flush_max_messages",
             "flush_max_bytes",
+            "async_fsync_bytes",
             "index_slots",
             "index_items",
             "queue_file_entries",

@@ -282,6 +282,7 @@ class Store:
             config.flush_max_bytes,
             config.flush_max_age_ms,
             config.async_fsync_interval_ms,
+            config.async_fsync_bytes,
         )
         self.keyidx = KeyIndexSet(
             os.path.join(root, "index"), config.index_slots, config.index_items
