@@ -57,7 +57,11 @@ ROW_DTYPE = np.dtype(
 ROW = ROW_DTYPE.itemsize  # 48
 ROW_STRUCT = struct.Struct("<HHBBHHHQqIIIII")
 assert ROW_STRUCT.size == ROW
-FRAME_TARGET = 32 * 1024  # one frame is what a single read checks: keep it small
+# One frame is what a single read fetches and checks: small frames keep point reads cheap,
+# a few records per frame keep the per-frame work of large messages low.
+FRAME_TARGET = 16 * 1024
+FRAME_TARGET_MAX = 48 * 1024
+FRAME_MIN_RECORDS = 8
 MAX_FRAME_RECORDS = 0xFFFF
 MAX_KEY_BYTES = 0xFFFF
 MAX_TAG_BYTES = 0xFFFF
@@ -119,7 +123,7 @@ def encode_frames(
     msg_ids: PackedColumn,
     values: PackedColumn,
     producer: tuple[bytes, int] | None = None,
-    target: int = FRAME_TARGET,
+    target: int | None = None,
     batches: Sequence[tuple[int, tuple[bytes, int] | None]] | None = None,
 ) -> EncodedBatch:
     """Encode a batch given as packed columns; -1 lengths = absent key/tag.
@@ -130,7 +134,9 @@ def encode_frames(
 
     ``batches`` lists (record count, producer) of several appended batches written together
     (group commit): frames never mix two of them, and each one's last frame is marked
-    ``BATCH_END``. Without it the whole input is one batch of ``producer``.
+    ``BATCH_END``. Without it the whole input is one batch of ``producer``. ``target`` (bytes
+    per frame) defaults to FRAME_TARGET, raised up to FRAME_TARGET_MAX so that a frame holds
+    FRAME_MIN_RECORDS records of the batch's average size.
     """
     n = len(partitions)
     if batches is None:
@@ -141,6 +147,9 @@ def encode_frames(
     ids = np.asarray(msg_ids.lens, dtype=np.int64)
     vs = np.asarray(values.lens, dtype=np.int64)
     rec_sizes = ROW + ks + ts + ids + vs
+    if target is None:
+        average = int(rec_sizes.sum()) // max(1, n)
+        target = min(FRAME_TARGET_MAX, max(FRAME_TARGET, FRAME_MIN_RECORDS * average))
     kc, tc, ic, vc = (_cumulative(x) for x in (ks, ts, ids, vs))
     # frames: cut where the running size crosses a multiple of the target, where a batch
     # starts, and after MAX_FRAME_RECORDS rows

@@ -19,7 +19,7 @@ from storage_node.formats.compressed import CompressedSegmentReader
 from storage_node.formats.record import FRAME_SIZE, ROW
 from storage_node.store.pinned import pinned_reader
 
-READ_AHEAD = 40 * 1024  # a whole frame of the usual size (about 32 KiB) in one read
+READ_AHEAD = 20 * 1024  # a whole frame of small messages (about 16 KiB) in one read
 
 
 class RawSegment:
