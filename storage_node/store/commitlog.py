@@ -77,17 +77,13 @@ class CommitLog:
         self.durable_end = 0  # bytes below this are fsynced
         self.fill_seg = 0  # segment the next append goes to
         self.fill_bytes = 0
-        lock = threading.RLock()
-        self._cond = threading.Condition(lock)  # state changes; durability waiters
-        self._joined = threading.Condition(lock)  # a group-commit leader waiting for its group
+        self._cond = threading.Condition()  # state changes; durability waiters
         self._active: list[Chunk] = []
         self._active_bytes = 0
         self._active_count = 0
         self._active_since = 0.0
         self._flushing: list[Chunk] = []
         self._waiters = 0
-        self._last_group = 0  # waiters the previous sync flush acknowledged
-        self._last_fsync_s = 0.0  # how long that flush's fsync took
         self._in_flush = False  # one writer at a time: the flusher thread or a leader waiter
         # async mode writes on every flush but fsyncs at most this often (and whenever
         # somebody waits for durability: checkpoint, close, flush()); sync mode always fsyncs
@@ -249,47 +245,29 @@ class CommitLog:
         """Block until every byte below ``target`` is fsynced (sync acknowledgement).
 
         A waiter that finds no flush in progress does the flush itself (leader-based group
-        commit): no thread hand-off on the acknowledgement path. Producers acknowledged by
-        one fsync come back with their next batches together; a new leader waits for them
-        (as many as the last group, at most half an fsync's time) so one fsync covers them
-        all instead of the first to arrive paying a whole fsync alone.
+        commit): no thread hand-off on the acknowledgement path, and every batch written
+        while the leader fsyncs is taken by the next leader in one write and one fsync.
         """
         cond = self._cond
         with cond:
             if self.durable_end >= target:
                 return
             self._waiters += 1
-            self._joined.notify()
             try:
                 while self.durable_end < target:
                     if self._error is not None:
                         raise self._error
                     if not self._in_flush and (self._active or self.written_end > self.durable_end):
-                        self._gather_group()
-                        if self._in_flush or self.durable_end >= target:
-                            continue
-                        group = self._waiters
                         batch = self._take_locked()
                         cond.release()
                         try:
-                            self._flush_batch(batch, group)
+                            self._flush_batch(batch)
                         finally:
                             cond.acquire()
                         continue
                     cond.wait(0.5)
             finally:
                 self._waiters -= 1
-
-    def _gather_group(self) -> None:
-        """Wait (lock held) until as many producers wait as the last group had, or briefly."""
-        if not self.sync_mode or self._waiters >= self._last_group:
-            return
-        deadline = time.monotonic() + min(0.002, self._last_fsync_s / 2)
-        while self._waiters < self._last_group and not self._in_flush and not self._closing:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return
-            self._joined.wait(left)
 
     def backpressure(self) -> None:
         """Keep the cache bounded: wait while the unflushed bytes exceed four flush sizes."""
@@ -314,9 +292,8 @@ class CommitLog:
         self._in_flush = True
         return batch
 
-    def _flush_batch(self, batch: list[Chunk], group: int = 0) -> bool:
-        """Write + fsync a taken batch outside the lock; False if the write failed.
-        ``group``: how many producers this flush acknowledges (sizes the next group)."""
+    def _flush_batch(self, batch: list[Chunk]) -> bool:
+        """Write + fsync a taken batch outside the lock; False if the write failed."""
         sync_now = (
             self.sync_mode
             or self._waiters > 0
@@ -324,7 +301,6 @@ class CommitLog:
             or time.monotonic() - self._last_fsync >= self.fsync_interval
             or self.written_end - self.durable_end + sum(c.size for c in batch) >= self.fsync_bytes
         )
-        started = time.monotonic()
         try:
             if batch:
                 self._write(batch, sync_now)
@@ -344,9 +320,6 @@ class CommitLog:
             return False
         if sync_now:
             self._last_fsync = time.monotonic()
-            if group:
-                self._last_group = group
-                self._last_fsync_s = self._last_fsync - started
         with self._cond:
             end = batch[-1].pos + batch[-1].size if batch else self.written_end
             self.written_end = end

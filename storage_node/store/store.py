@@ -69,7 +69,7 @@ from storage_node.store.types import (
 )
 
 MAX_BATCH = 100_000
-GROUP_WAIT_S = 0.0005  # how long a pass waits for the producers of the previous group
+GROUP_WAIT_S = 0.0005  # how long a write pass waits for the producers of the previous one
 MAX_READ_MESSAGES = 10_000
 MAX_LOOKUP = 10_000
 TAG_SCAN_LIMIT = 20_000
