@@ -91,7 +91,14 @@ class KeyIndexFile:
         return self.item_capacity - self.count
 
     def add_batch(self, hashes: np.ndarray, positions: np.ndarray, store_ms: int) -> int:
-        """Insert as many (hash, position) pairs as fit; returns how many were added."""
+        """Insert as many (hash, position) pairs as fit; returns how many were added.
+
+        Items are written before the slot heads that lead readers to them. In the usual
+        batch no two items share a slot: each item's prev is its slot's old head, found by
+        writing the heads and reading them back, without sorting. Items that do share a slot
+        are then chained newest first (readers briefly see those not-yet-acknowledged items
+        unchained, never a broken older chain).
+        """
         n = min(len(hashes), self.free)
         if n <= 0:
             return 0
@@ -99,20 +106,37 @@ class KeyIndexFile:
         first = self.count
         numbers = np.arange(first, first + n, dtype="<u4")
         slot_of = (hashes % self.slot_count).astype(np.int64)
-        order = np.argsort(slot_of, kind="stable")
-        sorted_slots = slot_of[order]
-        sorted_numbers = numbers[order]
-        prev_sorted = np.empty(n, dtype="<u4")
-        starts = np.ones(n, dtype=bool)
-        starts[1:] = sorted_slots[1:] != sorted_slots[:-1]
-        old_heads = self.slots[sorted_slots[starts]]
+        old_heads = self.slots[slot_of]
+        self._write_items(first, n, hashes, positions, store_ms, old_heads)
+        self.slots[slot_of] = numbers
+        if not (self.slots[slot_of] == numbers).all():
+            order = np.argsort(slot_of, kind="stable")
+            sorted_slots = slot_of[order]
+            sorted_numbers = numbers[order]
+            starts = np.ones(n, dtype=bool)
+            starts[1:] = sorted_slots[1:] != sorted_slots[:-1]
+            prev_sorted = old_heads[order]
+            prev_sorted[~starts] = sorted_numbers[np.flatnonzero(~starts) - 1]
+            prev = np.empty(n, dtype="<u4")
+            prev[order] = prev_sorted
+            self.items["prev"][first : first + n] = prev
+            ends = np.ones(n, dtype=bool)
+            ends[:-1] = sorted_slots[:-1] != sorted_slots[1:]
+            self.slots[sorted_slots[ends]] = sorted_numbers[ends]
+            old_heads = old_heads[order][starts]  # one per slot, for the count below
         self.used_slots += int(np.count_nonzero(old_heads == 0))
-        prev_sorted[starts] = old_heads
-        prev_sorted[~starts] = sorted_numbers[np.flatnonzero(~starts) - 1]
-        prev = np.empty(n, dtype="<u4")
-        prev[order] = prev_sorted
-        ends = np.ones(n, dtype=bool)
-        ends[:-1] = sorted_slots[:-1] != sorted_slots[1:]
+        self._write_header()
+        return n
+
+    def _write_items(
+        self,
+        first: int,
+        n: int,
+        hashes: np.ndarray,
+        positions: np.ndarray,
+        store_ms: int,
+        prev: np.ndarray,
+    ) -> None:
         tsec = max(0, (store_ms - self.begin_ms) // 1000) if self.count > 1 else 0
         if self.count <= 1:
             self.begin_ms = store_ms
@@ -122,12 +146,9 @@ class KeyIndexFile:
         block["pos"] = positions[:n]
         block["tsec"] = tsec
         block["prev"] = prev
-        self.slots[sorted_slots[ends]] = sorted_numbers[ends]
         self.count = first + n
         self.end_ms = max(self.end_ms, store_ms)
         self.end_pos = int(positions[n - 1])
-        self._write_header()
-        return n
 
     def _write_header(self) -> None:
         HEADER.pack_into(
