@@ -215,12 +215,11 @@ def encode_frames(
         frame_batch[1:] + [-1],
         strict=True,
     )
+    # small values: the frames are joined into one buffer and each CRC is computed over its
+    # frame there (one call per frame); large values stay the caller's objects, written by a
+    # gathering write, and each CRC is chained over the frame's pieces
+    joined = vmv is not None
     for a, b, k0, t0, i0, v0, k1, t1, i1, v1, size, owner, following in bounds:
-        body = [row_bytes[a * ROW : b * ROW], leads[owner], kmv[k0:k1], tmv[t0:t1], imv[i0:i1]]
-        if vmv is not None:
-            body.append(vmv[v0:v1])
-        else:
-            body.extend(vparts[a:b])  # type: ignore[index]
         prod = batches[owner][1]
         tail = FRAME_TAIL.pack(
             MAGIC,
@@ -233,12 +232,27 @@ def encode_frames(
             store_ms,
             prod[1] if prod is not None else 0,
         )
+        body = [row_bytes[a * ROW : b * ROW], leads[owner], kmv[k0:k1], tmv[t0:t1], imv[i0:i1]]
+        if joined:
+            pieces.append(PREFIX.pack(size, 0) + tail)
+            pieces.extend(body)
+            pieces.append(vmv[v0:v1])  # type: ignore[index]
+            continue
+        body.extend(vparts[a:b])  # type: ignore[index]
         crc = crc32(tail)
         for piece in body:
             crc = crc32(piece, crc)
         pieces.append(PREFIX.pack(size, crc) + tail)
         pieces.extend(body)
-    row_offsets = _starts(frame_sizes)[fid] + FRAME_SIZE + ROW * index_in_frame
+    starts = _starts(frame_sizes)
+    row_offsets = starts[fid] + FRAME_SIZE + ROW * index_in_frame
+    if joined:
+        buf = bytearray().join(pieces)
+        view = memoryview(buf)
+        for start, size in zip(starts.tolist(), frame_sizes.tolist(), strict=True):
+            PREFIX.pack_into(buf, start, size, crc32(view[start + 8 : start + size]))
+        view.release()
+        pieces = [buf]
     return EncodedBatch(pieces, frame_sizes, row_offsets, rec_sizes)
 
 

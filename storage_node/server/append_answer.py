@@ -73,9 +73,7 @@ def decode_append_answer(body: bytes) -> AppendAnswer:
     pos += 8 * count
     id_lengths = np.frombuffer(body, "<i4", count, pos).astype(np.int64)
     pos += 4 * count
-    if count and (
-        int(partitions.min()) < 0 or int(offsets.min()) < 0 or int(id_lengths.min()) < 0
-    ):
+    if count and (int(partitions.min()) < 0 or int(offsets.min()) < 0 or int(id_lengths.min()) < 0):
         raise MalformedAnswer("append answer holds a negative partition, offset or length")
     if pos + int(id_lengths.sum()) != len(body):
         raise MalformedAnswer("append answer IDs do not add up to the body")

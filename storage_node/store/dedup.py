@@ -47,11 +47,15 @@ class DedupTable:
         while len(self.batches) > MAX_BATCHES or self.results > MAX_RESULTS:
             self.results -= _count(self.batches.popitem(last=False)[1])
 
-    def extend(self, producer_id: str, sequence: int, partition: int, offset: int, msg_id: str) -> None:
+    def extend(
+        self, producer_id: str, sequence: int, partition: int, offset: int, msg_id: str
+    ) -> None:
         """Replay: add one record's result to its batch."""
         found = self.batches.get((producer_id, sequence))
         if not isinstance(found, list):
-            found = [[], [], []] if found is None else [found.partitions, found.offsets, found.msg_ids]
+            found = (
+                [[], [], []] if found is None else [found.partitions, found.offsets, found.msg_ids]
+            )
             self.batches[(producer_id, sequence)] = found
         found[0].append(partition)
         found[1].append(offset)
@@ -67,7 +71,9 @@ class DedupTable:
         rows = []
         for (p, s), found in self.batches.items():
             columns = (
-                found if isinstance(found, list) else [found.partitions, found.offsets, found.msg_ids]
+                found
+                if isinstance(found, list)
+                else [found.partitions, found.offsets, found.msg_ids]
             )
             rows.append([p, s, [list(r) for r in zip(*columns, strict=True)]])
         return json.dumps(rows).encode()

@@ -12,9 +12,7 @@ def partition_for_key(key: str, partitions: int) -> int:
     return key_hash(key) % partitions
 
 
-def partitions_for_keys(
-    blob: bytes | memoryview, lens: np.ndarray, partitions: int
-) -> np.ndarray:
+def partitions_for_keys(blob: bytes | memoryview, lens: np.ndarray, partitions: int) -> np.ndarray:
     """The partition of every key packed in ``blob`` (-1 where ``lens`` says no key)."""
     out = (key_hashes(blob, lens) % partitions).astype(np.int64)
     out[np.asarray(lens) < 0] = -1

@@ -770,7 +770,7 @@ class Store:
             order = None
             groups = [(first_part, 0, n)]
         else:
-            order = np.argsort(parr, kind="stable")
+            order = np.argsort(parr.astype(np.uint16), kind="stable")  # radix sort: small ints
             sorted_parts = parr[order]
             cuts = (np.flatnonzero(sorted_parts[1:] != sorted_parts[:-1]) + 1).tolist()
             groups = [
