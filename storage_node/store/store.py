@@ -18,7 +18,6 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from operator import attrgetter
 
 import numpy as np
@@ -29,7 +28,6 @@ from storage_node.errors import (
     DiskFull,
     InvalidArgument,
     InvalidBatch,
-    MessageTooLarge,
     MsgStoreError,
     NotFound,
     NotOwner,
@@ -38,16 +36,21 @@ from storage_node.errors import (
 )
 from storage_node.formats.checkpoint import Checkpoint
 from storage_node.formats.keyhash import key_hash
-from storage_node.formats.msgid import MS_PER_HOUR, MessageId, ip_to_int, numbered_ids, parse_msg_id
-from storage_node.formats.packed import PackedBatch, PackedColumn, concat_columns, merge_batches
+from storage_node.formats.msgid import MS_PER_HOUR, ip_to_int, numbered_ids, parse_msg_id
+from storage_node.formats.packed import PackedBatch, PackedColumn, merge_batches
 from storage_node.formats.queue_index import ENTRY_DTYPE, QueueIndex, tag_hash, tag_hashes
 from storage_node.formats.record import (
-    MAX_KEY_BYTES,
-    MAX_MSG_ID_BYTES,
     MAX_PRODUCER_BYTES,
-    MAX_TAG_BYTES,
     Record,
     encode_frames,
+)
+from storage_node.store.batches import (
+    MAX_BATCH,
+    Prepared,
+    Ticket,
+    merge_prepared,
+    prepare,
+    split_results,
 )
 from storage_node.store.commitlog import NO_SPACE_ERRNOS, CommitLog
 from storage_node.store.config import StoreConfig
@@ -68,7 +71,6 @@ from storage_node.store.types import (
     TopicConfig,
 )
 
-MAX_BATCH = 100_000
 GROUP_WAIT_S = 0.0005  # how long a write pass waits for the producers of the previous one
 MAX_READ_MESSAGES = 10_000
 MAX_LOOKUP = 10_000
@@ -76,118 +78,6 @@ TAG_SCAN_LIMIT = 20_000
 
 
 _FIELDS = attrgetter("value", "key", "tag", "msg_id", "timestamp", "partition")
-
-
-@dataclass
-class _Prepared:
-    """A validated batch: what the append lock still has to do is number and write it."""
-
-    batch: PackedBatch
-    n: int
-    total: int  # value bytes
-    parts: np.ndarray  # -1 = not chosen yet
-    hashes: np.ndarray | None  # key hash per message (0 where no key)
-    keyed: np.ndarray | None  # which messages have a key
-    born: np.ndarray | None  # -1 = store time
-    given_ids: list[tuple[int, MessageId]]
-    allowed: set[int] | None
-
-
-@dataclass
-class _Ticket:
-    """One producer's prepared batch waiting to be written, and what became of it."""
-
-    cfg: TopicConfig
-    batch: PackedBatch
-    allowed: Sequence[int] | None
-    producer_id: str | None
-    sequence: int | None
-    result: AppendColumns | None = None
-    error: BaseException | None = None
-    target: int = 0
-    done: bool = False
-
-
-def _merge(preps: list[_Prepared]) -> _Prepared:
-    """Prepared batches back to back, written as one."""
-    if len(preps) == 1:
-        return preps[0]
-    starts = np.cumsum([0] + [p.n for p in preps]).tolist()
-
-    def joined(pick: object, fill: object) -> np.ndarray | None:
-        arrays = [pick(p) for p in preps]  # type: ignore[operator]
-        if all(a is None for a in arrays):
-            return None
-        return np.concatenate(
-            [fill(p.n) if a is None else a for p, a in zip(preps, arrays, strict=True)]  # type: ignore[operator]
-        )
-
-    batch = PackedBatch(
-        values=concat_columns([p.batch.values for p in preps]),
-        keys=concat_columns([p.batch.keys for p in preps]),
-        tags=concat_columns([p.batch.tags for p in preps]),
-        msg_ids=concat_columns([p.batch.msg_ids for p in preps]),
-    )
-    return _Prepared(
-        batch,
-        starts[-1],
-        sum(p.total for p in preps),
-        np.concatenate([p.parts for p in preps]),
-        joined(lambda p: p.hashes, lambda k: np.zeros(k, dtype=np.uint32)),
-        joined(lambda p: p.keyed, lambda k: np.zeros(k, dtype=bool)),
-        joined(lambda p: p.born, lambda k: np.full(k, -1, dtype=np.int64)),
-        [(i + s, mid) for p, s in zip(preps, starts, strict=False) for i, mid in p.given_ids],
-        None,
-    )
-
-
-def _split_results(
-    parts: np.ndarray, offsets: np.ndarray, ids: PackedColumn, counts: list[int]
-) -> list[AppendColumns]:
-    """Each batch's share of a group's results."""
-    if len(counts) == 1:
-        return [AppendColumns(parts, offsets, ids.blob, ids.lens)]
-    out = []
-    ends = np.cumsum(ids.lens).tolist()
-    a = 0
-    for count in counts:
-        b = a + count
-        lo = ends[a - 1] if a else 0
-        hi = ends[b - 1] if b else 0
-        out.append(AppendColumns(parts[a:b], offsets[a:b], ids.blob[lo:hi], ids.lens[a:b]))
-        a = b
-    return out
-
-
-def _check_text(column: PackedColumn, n: int, what: str, most: int) -> None:
-    """Lengths, blob size and UTF-8 of a packed text column, checked as arrays."""
-    lens = np.asarray(column.lens, dtype=np.int64)
-    if len(lens) != n:
-        raise InvalidBatch(f"{what}s must have one entry per message ({n})")
-    if (lens < 0).all():
-        return
-    if int(lens.min()) < -1:
-        raise InvalidBatch(f"{what} lengths must be >= 0 (or -1 for absent)")
-    if int(lens.max()) > most:
-        i = int(np.flatnonzero(lens > most)[0])
-        raise InvalidBatch(f"message {i}: {what} longer than {most} bytes", index=i)
-    sizes = np.maximum(lens, 0)
-    total = int(sizes.sum())
-    if len(column.blob) != total:
-        raise InvalidBatch(f"{what} bytes ({len(column.blob)}) do not add up to {total}")
-    blob = bytes(column.blob) if not isinstance(column.blob, bytes) else column.blob
-    if blob.isascii():
-        return
-    try:
-        blob.decode()
-    except UnicodeDecodeError:
-        raise InvalidBatch(f"a {what} in the batch is not valid UTF-8") from None
-    starts = (np.cumsum(sizes) - sizes)[sizes > 0]
-    raw = np.frombuffer(blob, dtype=np.uint8)
-    split = np.flatnonzero((raw[starts] & 0xC0) == 0x80)
-    if len(split):
-        i = int(np.flatnonzero(sizes > 0)[split[0]])
-        raise InvalidBatch(f"message {i}: {what} is not valid UTF-8", index=i)
 
 
 def _now_ms() -> int:
@@ -238,7 +128,7 @@ class Store:
         self._lock = threading.RLock()  # the append lock
         self._pending_lock = threading.Lock()
         self._joined = threading.Condition(self._pending_lock)  # a ticket was queued
-        self._pending: list[_Ticket] = []  # batches waiting for the append lock
+        self._pending: list[Ticket] = []  # batches waiting for the append lock
         self._last_group = 0  # tickets the last pass wrote
         self._ckpt_lock = threading.Lock()
         self._maint_lock = threading.Lock()  # one compaction/upload/expiry at a time
@@ -511,7 +401,7 @@ class Store:
         cfg = self._start_append(topic, producer_id, sequence)
         if not isinstance(batch, PackedBatch) or not len(batch):
             raise InvalidBatch("a batch needs at least one message")
-        ticket = _Ticket(cfg, batch, partitions_allowed, producer_id, sequence)
+        ticket = Ticket(cfg, batch, partitions_allowed, producer_id, sequence)
         self.log.backpressure()
         with self._pending_lock:
             self._pending.append(ticket)
@@ -542,16 +432,16 @@ class Store:
                 return
             self._joined.wait(left)
 
-    def _append_tickets(self, tickets: list[_Ticket]) -> None:
+    def _append_tickets(self, tickets: list[Ticket]) -> None:
         """Write the waiting batches (append lock held): per topic, duplicates answered from
         the idempotency table, the rest in one ``_append_locked``."""
-        by_topic: dict[str, list[_Ticket]] = {}
+        by_topic: dict[str, list[Ticket]] = {}
         for t in tickets:
             by_topic.setdefault(t.cfg.name, []).append(t)
         for group in by_topic.values():
-            fresh: list[_Ticket] = []
-            repeats: list[tuple[_Ticket, _Ticket]] = []
-            seen: dict[tuple[str, int], _Ticket] = {}
+            fresh: list[Ticket] = []
+            repeats: list[tuple[Ticket, Ticket]] = []
+            seen: dict[tuple[str, int], Ticket] = {}
             try:
                 self._check_open()
                 for t in group:
@@ -642,109 +532,28 @@ class Store:
         return cfg
 
     def _prepare_group(
-        self, cfg: TopicConfig, tickets: list[_Ticket]
-    ) -> tuple[list[_Ticket], _Prepared | None]:
+        self, cfg: TopicConfig, tickets: list[Ticket]
+    ) -> tuple[list[Ticket], Prepared | None]:
         """Check the batches of a group as one; a bad batch fails alone (its producer gets
         the error, the others are written). Returns the good tickets and their merged form."""
         if len(tickets) > 1 and all(t.allowed is None for t in tickets):
             try:
                 merged = merge_batches([t.batch for t in tickets])
-                return tickets, self._prepare(cfg, merged, None)
+                return tickets, prepare(cfg, merged, None, self.config.max_message_bytes)
             except MsgStoreError:
                 pass  # find out whose batch it is
-        good: list[_Ticket] = []
-        preps: list[_Prepared] = []
+        good: list[Ticket] = []
+        preps: list[Prepared] = []
         for t in tickets:
             try:
-                preps.append(self._prepare(cfg, t.batch, t.allowed))
+                preps.append(prepare(cfg, t.batch, t.allowed, self.config.max_message_bytes))
                 good.append(t)
             except MsgStoreError as exc:
                 t.error = exc
-        return good, (_merge(preps) if preps else None)
-
-    def _prepare(
-        self, cfg: TopicConfig, batch: PackedBatch, allowed: Sequence[int] | None
-    ) -> _Prepared:
-        """Validate a packed batch as arrays and do its lock-free work (key hashes, key
-        partitions); a bad message gets a typed error naming its index, and nothing is
-        written."""
-        n = len(batch)
-        if n == 0:
-            raise InvalidBatch("a batch needs at least one message")
-        if n > MAX_BATCH:
-            raise InvalidBatch(f"a batch holds at most {MAX_BATCH} messages")
-        values = batch.values
-        vlen = np.asarray(values.lens, dtype=np.int64)
-        if int(vlen.min()) < 0:
-            raise InvalidBatch("every message needs a value", index=int(np.argmin(vlen)))
-        limit = self.config.max_message_bytes
-        if int(vlen.max()) > limit:
-            i = int(np.flatnonzero(vlen > limit)[0])
-            raise MessageTooLarge(
-                f"message {i} has {int(vlen[i])} bytes, more than the limit of {limit}",
-                index=i,
-                limit=limit,
-            )
-        total = int(vlen.sum())
-        if values.nbytes != total:
-            raise InvalidBatch(f"value bytes ({values.nbytes}) do not add up to {total}")
-        for column, what, most in (
-            (batch.keys, "key", MAX_KEY_BYTES),
-            (batch.tags, "tag", MAX_TAG_BYTES),
-            (batch.msg_ids, "message ID", MAX_MSG_ID_BYTES),
-        ):
-            _check_text(column, n, what, most)
-        nparts = cfg.partitions
-        parts = np.full(n, -1, dtype=np.int64)
-        keyed = batch.keys.lens >= 0
-        any_key = bool(keyed.any())
-        hashes = batch.key_hashes() if any_key else None
-        if hashes is not None:
-            parts[keyed] = hashes[keyed] % nparts
-        if batch.partitions is not None:
-            given = np.asarray(batch.partitions, dtype=np.int64)
-            if len(given) != n:
-                raise InvalidBatch(f"partitions must have one entry per message ({n})")
-            bad = np.flatnonzero((given < -1) | (given >= nparts))
-            if len(bad):
-                i = int(bad[0])
-                raise InvalidBatch(
-                    f"message {i}: partition {int(given[i])} outside 0..{nparts - 1}", index=i
-                )
-            parts = np.where(given >= 0, given, parts)
-        born = None
-        if batch.timestamps is not None:
-            born = np.asarray(batch.timestamps, dtype=np.int64)
-            if len(born) != n:
-                raise InvalidBatch(f"timestamps must have one entry per message ({n})")
-            if int(born.min()) < -1:
-                i = int(np.flatnonzero(born < -1)[0])
-                raise InvalidBatch(f"message {i}: timestamp must be ms since epoch", index=i)
-        given_ids: list[tuple[int, MessageId]] = []
-        if not batch.msg_ids.absent():
-            for i in np.flatnonzero(batch.msg_ids.lens >= 0).tolist():
-                text = batch.msg_ids.get(i).decode()  # type: ignore[union-attr]
-                try:
-                    given_ids.append((i, parse_msg_id(text)))
-                except InvalidArgument as exc:
-                    raise InvalidBatch(f"message {i}: {exc.message}", index=i) from exc
-        allowed_set = None
-        if allowed is not None:
-            allowed_set = {int(p) for p in allowed}
-            chosen = np.unique(parts[parts >= 0]).tolist()
-            bad_parts = [p for p in chosen if p not in allowed_set]
-            if bad_parts:
-                raise NotOwner(
-                    f"partition {bad_parts[0]} of {cfg.name!r} is not served by this node",
-                    topic=cfg.name,
-                    partition=bad_parts[0],
-                )
-        return _Prepared(
-            batch, n, total, parts, hashes, keyed if any_key else None, born, given_ids, allowed_set
-        )
+        return good, (merge_prepared(preps) if preps else None)
 
     def _append_locked(
-        self, cfg: TopicConfig, prep: _Prepared, tickets: list[_Ticket]
+        self, cfg: TopicConfig, prep: Prepared, tickets: list[Ticket]
     ) -> list[AppendColumns]:
         """Number, encode, write and index the batches of ``tickets`` (checked and merged
         in ``prep``) as one (lock held)."""
@@ -848,7 +657,7 @@ class Store:
             error = DiskFull(f"index write failed: {exc}")
             self.log.abandon(int(frame_pos[0]), error)
             raise error from exc
-        results = _split_results(parr, qarr, ids, counts)
+        results = split_results(parr, qarr, ids, counts)
         for t, result in zip(tickets, results, strict=True):
             if t.producer_id is not None:
                 self.dedup.put(t.producer_id, t.sequence, result)  # type: ignore[arg-type]

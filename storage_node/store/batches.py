@@ -1,0 +1,215 @@
+"""Batches on their way into the log: checked, merged with concurrent ones, split back.
+
+``prepare`` checks a packed batch with array operations and does the work that needs no
+lock (key hashes, key partitions). Batches of producers that wait for the append lock
+together are merged into one (``merge_prepared``) and their results split back
+(``split_results``); a ``Ticket`` carries one producer's batch through that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from storage_node.errors import InvalidArgument, InvalidBatch, MessageTooLarge, NotOwner
+from storage_node.formats.msgid import MessageId, parse_msg_id
+from storage_node.formats.packed import PackedBatch, PackedColumn, concat_columns
+from storage_node.formats.record import MAX_KEY_BYTES, MAX_MSG_ID_BYTES, MAX_TAG_BYTES
+from storage_node.store.types import AppendColumns, TopicConfig
+
+MAX_BATCH = 100_000
+
+
+@dataclass
+class Prepared:
+    """A validated batch: what the append lock still has to do is number and write it."""
+
+    batch: PackedBatch
+    n: int
+    total: int  # value bytes
+    parts: np.ndarray  # -1 = not chosen yet
+    hashes: np.ndarray | None  # key hash per message (0 where no key)
+    keyed: np.ndarray | None  # which messages have a key
+    born: np.ndarray | None  # -1 = store time
+    given_ids: list[tuple[int, MessageId]]
+    allowed: set[int] | None
+
+
+@dataclass
+class Ticket:
+    """One producer's prepared batch waiting to be written, and what became of it."""
+
+    cfg: TopicConfig
+    batch: PackedBatch
+    allowed: Sequence[int] | None
+    producer_id: str | None
+    sequence: int | None
+    result: AppendColumns | None = None
+    error: BaseException | None = None
+    target: int = 0
+    done: bool = False
+
+
+def merge_prepared(preps: list[Prepared]) -> Prepared:
+    """Prepared batches back to back, written as one."""
+    if len(preps) == 1:
+        return preps[0]
+    starts = np.cumsum([0] + [p.n for p in preps]).tolist()
+
+    def joined(pick: object, fill: object) -> np.ndarray | None:
+        arrays = [pick(p) for p in preps]  # type: ignore[operator]
+        if all(a is None for a in arrays):
+            return None
+        return np.concatenate(
+            [fill(p.n) if a is None else a for p, a in zip(preps, arrays, strict=True)]  # type: ignore[operator]
+        )
+
+    batch = PackedBatch(
+        values=concat_columns([p.batch.values for p in preps]),
+        keys=concat_columns([p.batch.keys for p in preps]),
+        tags=concat_columns([p.batch.tags for p in preps]),
+        msg_ids=concat_columns([p.batch.msg_ids for p in preps]),
+    )
+    return Prepared(
+        batch,
+        starts[-1],
+        sum(p.total for p in preps),
+        np.concatenate([p.parts for p in preps]),
+        joined(lambda p: p.hashes, lambda k: np.zeros(k, dtype=np.uint32)),
+        joined(lambda p: p.keyed, lambda k: np.zeros(k, dtype=bool)),
+        joined(lambda p: p.born, lambda k: np.full(k, -1, dtype=np.int64)),
+        [(i + s, mid) for p, s in zip(preps, starts, strict=False) for i, mid in p.given_ids],
+        None,
+    )
+
+
+def split_results(
+    parts: np.ndarray, offsets: np.ndarray, ids: PackedColumn, counts: list[int]
+) -> list[AppendColumns]:
+    """Each batch's share of a group's results."""
+    if len(counts) == 1:
+        return [AppendColumns(parts, offsets, ids.blob, ids.lens)]
+    out = []
+    ends = np.cumsum(ids.lens).tolist()
+    a = 0
+    for count in counts:
+        b = a + count
+        lo = ends[a - 1] if a else 0
+        hi = ends[b - 1] if b else 0
+        out.append(AppendColumns(parts[a:b], offsets[a:b], ids.blob[lo:hi], ids.lens[a:b]))
+        a = b
+    return out
+
+
+def check_text(column: PackedColumn, n: int, what: str, most: int) -> None:
+    """Lengths, blob size and UTF-8 of a packed text column, checked as arrays."""
+    lens = np.asarray(column.lens, dtype=np.int64)
+    if len(lens) != n:
+        raise InvalidBatch(f"{what}s must have one entry per message ({n})")
+    if (lens < 0).all():
+        return
+    if int(lens.min()) < -1:
+        raise InvalidBatch(f"{what} lengths must be >= 0 (or -1 for absent)")
+    if int(lens.max()) > most:
+        i = int(np.flatnonzero(lens > most)[0])
+        raise InvalidBatch(f"message {i}: {what} longer than {most} bytes", index=i)
+    sizes = np.maximum(lens, 0)
+    total = int(sizes.sum())
+    if len(column.blob) != total:
+        raise InvalidBatch(f"{what} bytes ({len(column.blob)}) do not add up to {total}")
+    blob = bytes(column.blob) if not isinstance(column.blob, bytes) else column.blob
+    if blob.isascii():
+        return
+    try:
+        blob.decode()
+    except UnicodeDecodeError:
+        raise InvalidBatch(f"a {what} in the batch is not valid UTF-8") from None
+    starts = (np.cumsum(sizes) - sizes)[sizes > 0]
+    raw = np.frombuffer(blob, dtype=np.uint8)
+    split = np.flatnonzero((raw[starts] & 0xC0) == 0x80)
+    if len(split):
+        i = int(np.flatnonzero(sizes > 0)[split[0]])
+        raise InvalidBatch(f"message {i}: {what} is not valid UTF-8", index=i)
+
+
+def prepare(
+    cfg: TopicConfig, batch: PackedBatch, allowed: Sequence[int] | None, limit: int
+) -> Prepared:
+    """Validate a packed batch as arrays and do its lock-free work (key hashes, key
+    partitions); a bad message gets a typed error naming its index, and nothing is
+    written."""
+    n = len(batch)
+    if n == 0:
+        raise InvalidBatch("a batch needs at least one message")
+    if n > MAX_BATCH:
+        raise InvalidBatch(f"a batch holds at most {MAX_BATCH} messages")
+    values = batch.values
+    vlen = np.asarray(values.lens, dtype=np.int64)
+    if int(vlen.min()) < 0:
+        raise InvalidBatch("every message needs a value", index=int(np.argmin(vlen)))
+    if int(vlen.max()) > limit:
+        i = int(np.flatnonzero(vlen > limit)[0])
+        raise MessageTooLarge(
+            f"message {i} has {int(vlen[i])} bytes, more than the limit of {limit}",
+            index=i,
+            limit=limit,
+        )
+    total = int(vlen.sum())
+    if values.nbytes != total:
+        raise InvalidBatch(f"value bytes ({values.nbytes}) do not add up to {total}")
+    for column, what, most in (
+        (batch.keys, "key", MAX_KEY_BYTES),
+        (batch.tags, "tag", MAX_TAG_BYTES),
+        (batch.msg_ids, "message ID", MAX_MSG_ID_BYTES),
+    ):
+        check_text(column, n, what, most)
+    nparts = cfg.partitions
+    parts = np.full(n, -1, dtype=np.int64)
+    keyed = batch.keys.lens >= 0
+    any_key = bool(keyed.any())
+    hashes = batch.key_hashes() if any_key else None
+    if hashes is not None:
+        parts[keyed] = hashes[keyed] % nparts
+    if batch.partitions is not None:
+        given = np.asarray(batch.partitions, dtype=np.int64)
+        if len(given) != n:
+            raise InvalidBatch(f"partitions must have one entry per message ({n})")
+        bad = np.flatnonzero((given < -1) | (given >= nparts))
+        if len(bad):
+            i = int(bad[0])
+            raise InvalidBatch(
+                f"message {i}: partition {int(given[i])} outside 0..{nparts - 1}", index=i
+            )
+        parts = np.where(given >= 0, given, parts)
+    born = None
+    if batch.timestamps is not None:
+        born = np.asarray(batch.timestamps, dtype=np.int64)
+        if len(born) != n:
+            raise InvalidBatch(f"timestamps must have one entry per message ({n})")
+        if int(born.min()) < -1:
+            i = int(np.flatnonzero(born < -1)[0])
+            raise InvalidBatch(f"message {i}: timestamp must be ms since epoch", index=i)
+    given_ids: list[tuple[int, MessageId]] = []
+    if not batch.msg_ids.absent():
+        for i in np.flatnonzero(batch.msg_ids.lens >= 0).tolist():
+            text = batch.msg_ids.get(i).decode()  # type: ignore[union-attr]
+            try:
+                given_ids.append((i, parse_msg_id(text)))
+            except InvalidArgument as exc:
+                raise InvalidBatch(f"message {i}: {exc.message}", index=i) from exc
+    allowed_set = None
+    if allowed is not None:
+        allowed_set = {int(p) for p in allowed}
+        chosen = np.unique(parts[parts >= 0]).tolist()
+        bad_parts = [p for p in chosen if p not in allowed_set]
+        if bad_parts:
+            raise NotOwner(
+                f"partition {bad_parts[0]} of {cfg.name!r} is not served by this node",
+                topic=cfg.name,
+                partition=bad_parts[0],
+            )
+    return Prepared(
+        batch, n, total, parts, hashes, keyed if any_key else None, born, given_ids, allowed_set
+    )
