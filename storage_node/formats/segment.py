@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from storage_node.formats.record import FLAG_BATCH_END, FRAME_SIZE, check_frame
+from storage_node.formats.record import FLAG_BATCH_END, FRAME_SIZE, check_frame, frame_flags
 
 NAME_DIGITS = 20
 
@@ -30,29 +30,37 @@ def list_segments(directory: str) -> list[int]:
     )
 
 
+def frame_step(data: bytes | memoryview, off: int) -> tuple[int, bool]:
+    """What starts at ``off``: ``(size, False)`` for a valid frame; ``(size, True)`` for a bad
+    frame whose length is plausible and is followed by a valid frame (mid-file corruption,
+    to be skipped, never served); ``(0, True)`` for anything else (a torn tail)."""
+    n = len(data)
+    size = check_frame(data, off, n - off)
+    if size > 0:
+        return size, False
+    if n - off >= 8:
+        claimed = int.from_bytes(data[off : off + 4], "little")
+        nxt = off + claimed
+        if claimed >= FRAME_SIZE and nxt < n and check_frame(data, nxt, n - nxt) > 0:
+            return claimed, True
+    return 0, True
+
+
 def scan_segment(data: bytes, start: int = 0) -> tuple[int, list[int]]:
     """Walk frames from ``start``; returns (end of the valid run, offsets of bad frames kept).
 
-    A bad frame whose length is plausible and is followed by a valid frame is mid-file
-    corruption: it is recorded and skipped, never served. The first bad frame that is not
-    is a torn tail: the run ends there.
+    Mid-file corruption is recorded and skipped (``frame_step``); the first bad frame that is
+    not is a torn tail: the run ends there.
     """
     off = start
-    n = len(data)
     corrupt: list[int] = []
-    while off < n:
-        size = check_frame(data, off, n - off)
-        if size > 0:
-            off += size
-            continue
-        if n - off >= 8:
-            claimed = int.from_bytes(data[off : off + 4], "little")
-            nxt = off + claimed
-            if claimed >= FRAME_SIZE and nxt < n and check_frame(data, nxt, n - nxt) > 0:
-                corrupt.append(off)
-                off = nxt
-                continue
-        break
+    while off < len(data):
+        size, damaged = frame_step(data, off)
+        if not size:
+            break
+        if damaged:
+            corrupt.append(off)
+        off += size
     return off, corrupt
 
 
@@ -67,7 +75,7 @@ def last_batch_end(data: bytes, start: int, end: int) -> int:
         size = int.from_bytes(data[off : off + 4], "little")
         if size < FRAME_SIZE or off + size > end:
             break
+        if frame_flags(data, off) & FLAG_BATCH_END:
+            last = off + size
         off += size
-        if data[off - size + 9] & FLAG_BATCH_END:
-            last = off
     return last

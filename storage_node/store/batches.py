@@ -2,7 +2,7 @@
 
 ``prepare`` checks a packed batch with array operations and does the work that needs no
 lock (key hashes, key partitions). Batches of producers that wait for the append lock
-together are merged into one (``merge_prepared``) and their results split back
+together are checked as one merged batch and their results split back
 (``split_results``); a ``Ticket`` carries one producer's batch through that.
 """
 
@@ -15,7 +15,7 @@ import numpy as np
 
 from storage_node.errors import InvalidArgument, InvalidBatch, MessageTooLarge, NotOwner
 from storage_node.formats.msgid import MessageId, parse_msg_id
-from storage_node.formats.packed import PackedBatch, PackedColumn, concat_columns
+from storage_node.formats.packed import PackedBatch, PackedColumn
 from storage_node.formats.record import MAX_KEY_BYTES, MAX_MSG_ID_BYTES, MAX_TAG_BYTES
 from storage_node.store.types import AppendColumns, TopicConfig
 
@@ -52,37 +52,12 @@ class Ticket:
     done: bool = False
 
 
-def merge_prepared(preps: list[Prepared]) -> Prepared:
-    """Prepared batches back to back, written as one."""
-    if len(preps) == 1:
-        return preps[0]
-    starts = np.cumsum([0] + [p.n for p in preps]).tolist()
-
-    def joined(pick: object, fill: object) -> np.ndarray | None:
-        arrays = [pick(p) for p in preps]  # type: ignore[operator]
-        if all(a is None for a in arrays):
-            return None
-        return np.concatenate(
-            [fill(p.n) if a is None else a for p, a in zip(preps, arrays, strict=True)]  # type: ignore[operator]
-        )
-
-    batch = PackedBatch(
-        values=concat_columns([p.batch.values for p in preps]),
-        keys=concat_columns([p.batch.keys for p in preps]),
-        tags=concat_columns([p.batch.tags for p in preps]),
-        msg_ids=concat_columns([p.batch.msg_ids for p in preps]),
-    )
-    return Prepared(
-        batch,
-        starts[-1],
-        sum(p.total for p in preps),
-        np.concatenate([p.parts for p in preps]),
-        joined(lambda p: p.hashes, lambda k: np.zeros(k, dtype=np.uint32)),
-        joined(lambda p: p.keyed, lambda k: np.zeros(k, dtype=bool)),
-        joined(lambda p: p.born, lambda k: np.full(k, -1, dtype=np.int64)),
-        [(i + s, mid) for p, s in zip(preps, starts, strict=False) for i, mid in p.given_ids],
-        None,
-    )
+def check_batch_size(n: int) -> None:
+    """What every producer batch must hold: one message at least, MAX_BATCH at most."""
+    if n == 0:
+        raise InvalidBatch("a batch needs at least one message")
+    if n > MAX_BATCH:
+        raise InvalidBatch(f"a batch holds at most {MAX_BATCH} messages")
 
 
 def split_results(
@@ -139,12 +114,9 @@ def prepare(
 ) -> Prepared:
     """Validate a packed batch as arrays and do its lock-free work (key hashes, key
     partitions); a bad message gets a typed error naming its index, and nothing is
-    written."""
+    written. Its size was checked per producer batch (``check_batch_size``): a merged
+    group may be larger than one batch may be."""
     n = len(batch)
-    if n == 0:
-        raise InvalidBatch("a batch needs at least one message")
-    if n > MAX_BATCH:
-        raise InvalidBatch(f"a batch holds at most {MAX_BATCH} messages")
     values = batch.values
     vlen = np.asarray(values.lens, dtype=np.int64)
     if int(vlen.min()) < 0:

@@ -35,9 +35,13 @@ from storage_node.formats.record import (
     ROW_DTYPE,
     ROW_KEY,
     ROW_TAG,
-    check_frame,
 )
-from storage_node.formats.segment import last_batch_end, parse_segment_name, scan_segment
+from storage_node.formats.segment import (
+    frame_step,
+    last_batch_end,
+    parse_segment_name,
+    scan_segment,
+)
 from storage_node.store.keyindex import is_index_name, name_begin_pos
 from storage_node.store.segments import BlockSegment, CorruptSegment, RawSegment
 from storage_node.store.types import AppendColumns
@@ -229,19 +233,14 @@ def replay(store: Store, start: int, report: dict) -> int:
         group: list[tuple[memoryview, int]] = []
         group_key: tuple = ()
         while off < n:
-            size = check_frame(data, off, n - off)
-            if size < 0:
-                claimed = int.from_bytes(data[off : off + 4], "little") if n - off >= 4 else 0
-                if seg_start + off not in report["corrupt_records"]:
-                    report["corrupt_records"].append(seg_start + off)
-                if (
-                    claimed >= FRAME_SIZE
-                    and off + claimed < n
-                    and check_frame(data, off + claimed, n - off - claimed) > 0
-                ):
-                    off += claimed  # mid-file damage: skip the frame, index what follows
-                    continue
+            size, damaged = frame_step(data, off)
+            if damaged and seg_start + off not in report["corrupt_records"]:
+                report["corrupt_records"].append(seg_start + off)
+            if not size:
                 break
+            if damaged:
+                off += size  # mid-file damage: skip the frame, index what follows
+                continue
             frame = view[off : off + size]
             key = _batch_key(frame)
             if group and (key != group_key or len(group) >= MAX_GROUP_FRAMES):

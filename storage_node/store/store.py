@@ -45,10 +45,9 @@ from storage_node.formats.record import (
     encode_frames,
 )
 from storage_node.store.batches import (
-    MAX_BATCH,
     Prepared,
     Ticket,
-    merge_prepared,
+    check_batch_size,
     prepare,
     split_results,
 )
@@ -340,10 +339,9 @@ class Store:
         partitions_allowed: Sequence[int] | None = None,
     ) -> list[AppendResult]:
         """Append a batch; durable per flush_mode when this returns. See docs/ENGINE_API.md."""
-        if not isinstance(messages, list | tuple) or not messages:
-            raise InvalidBatch("a batch needs at least one message")
-        if len(messages) > MAX_BATCH:
-            raise InvalidBatch(f"a batch holds at most {MAX_BATCH} messages")
+        if not isinstance(messages, list | tuple):
+            raise InvalidBatch("a batch is a list of MessageIn")
+        check_batch_size(len(messages))
         if set(map(type, messages)) != {MessageIn}:
             i = next(i for i, m in enumerate(messages) if type(m) is not MessageIn)
             raise InvalidBatch(f"message {i} is not a MessageIn", index=i)
@@ -376,10 +374,6 @@ class Store:
         """
         self._check_open()
         self.topics.get(topic)
-        if not isinstance(values, list | tuple) or not values:
-            raise InvalidBatch("a batch needs at least one message")
-        if len(values) > MAX_BATCH:
-            raise InvalidBatch(f"a batch holds at most {MAX_BATCH} messages")
         batch = PackedBatch.from_lists(values, keys, tags, msg_ids, timestamps, partitions)
         return self.append_packed(topic, batch, producer_id, sequence, partitions_allowed)
 
@@ -399,8 +393,9 @@ class Store:
         results, errors and idempotency entry. Producers then share the fsync as well.
         """
         cfg = self._start_append(topic, producer_id, sequence)
-        if not isinstance(batch, PackedBatch) or not len(batch):
-            raise InvalidBatch("a batch needs at least one message")
+        if not isinstance(batch, PackedBatch):
+            raise InvalidBatch("append_packed takes a PackedBatch")
+        check_batch_size(len(batch))
         ticket = Ticket(cfg, batch, partitions_allowed, producer_id, sequence)
         self.log.backpressure()
         with self._pending_lock:
@@ -536,21 +531,23 @@ class Store:
     ) -> tuple[list[Ticket], Prepared | None]:
         """Check the batches of a group as one; a bad batch fails alone (its producer gets
         the error, the others are written). Returns the good tickets and their merged form."""
+        limit = self.config.max_message_bytes
         if len(tickets) > 1 and all(t.allowed is None for t in tickets):
             try:
-                merged = merge_batches([t.batch for t in tickets])
-                return tickets, prepare(cfg, merged, None, self.config.max_message_bytes)
+                return tickets, prepare(cfg, merge_batches([t.batch for t in tickets]), None, limit)
             except MsgStoreError:
                 pass  # find out whose batch it is
         good: list[Ticket] = []
-        preps: list[Prepared] = []
-        for t in tickets:
+        prepared = None
+        for t in tickets:  # one by one: each its own errors and partitions_allowed
             try:
-                preps.append(prepare(cfg, t.batch, t.allowed, self.config.max_message_bytes))
+                prepared = prepare(cfg, t.batch, t.allowed, limit)
                 good.append(t)
             except MsgStoreError as exc:
                 t.error = exc
-        return good, (merge_prepared(preps) if preps else None)
+        if len(good) > 1:  # checked; now as one
+            prepared = prepare(cfg, merge_batches([t.batch for t in good]), None, limit)
+        return good, prepared
 
     def _append_locked(
         self, cfg: TopicConfig, prep: Prepared, tickets: list[Ticket]
