@@ -238,12 +238,13 @@ def encode_frames(
             pieces.extend(body)
             pieces.append(vmv[v0:v1])  # type: ignore[index]
             continue
-        body.extend(vparts[a:b])  # type: ignore[index]
-        crc = crc32(tail)
-        for piece in body:
-            crc = crc32(piece, crc)
-        pieces.append(PREFIX.pack(size, crc) + tail)
-        pieces.extend(body)
+        # everything before the values is small: one piece and one CRC call for it
+        head = b"".join((tail, *body))
+        crc = crc32(head)
+        for value in vparts[a:b]:  # type: ignore[index]
+            crc = crc32(value, crc)
+        pieces.append(PREFIX.pack(size, crc) + head)
+        pieces.extend(vparts[a:b])  # type: ignore[index]
     starts = _starts(frame_sizes)
     row_offsets = starts[fid] + FRAME_SIZE + ROW * index_in_frame
     if joined:

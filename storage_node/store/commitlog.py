@@ -20,13 +20,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from storage_node.backend.files import ensure_dir, fsync_dir, write_all
+from storage_node.backend.files import ensure_dir, fsync_dir, start_writeback, write_all
 from storage_node.errors import DiskFull, OffsetOutOfRange, Unavailable
 from storage_node.formats.record import Record, decode_row, frame_offset_of_row, verified_frame
 from storage_node.formats.segment import segment_name
 from storage_node.store.segments import BlockSegment, RawSegment
 
-IOV_MAX = 512
+IOV_MAX = min(1024, os.sysconf("SC_IOV_MAX"))  # pieces one gathering write takes
 FRAME_CACHE = 16  # verified frames kept for reads
 # Out of space: the disk (ENOSPC), a quota (EDQUOT) or the process file-size limit (EFBIG).
 NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
@@ -95,6 +95,11 @@ class CommitLog:
         self._write_fd: int | None = None
         self._write_seg = -1
         self._thread: threading.Thread | None = None
+        # async mode: the fsyncs the policy asks for run on their own thread, so the flusher
+        # keeps writing while the device works (a descriptor of its own, and the end it covers)
+        self._syncer: threading.Thread | None = None
+        self._sync_request: tuple[int, int] | None = None
+        self._sync_asked = 0  # highest end handed to the syncer
         self.stats = {"flushes": 0, "fsyncs": 0, "bytes_written": 0}
         # recently read frames, already CRC-checked: consecutive reads of a partition find
         # their records in the same few frames. Replaced, never changed in place, so
@@ -136,6 +141,11 @@ class CommitLog:
             target=self._flush_loop, name="msgstore-flusher", daemon=True
         )
         self._thread.start()
+        if not self.sync_mode:
+            self._syncer = threading.Thread(
+                target=self._sync_loop, name="msgstore-syncer", daemon=True
+            )
+            self._syncer.start()
 
     # ---- append path (caller holds the store's append lock) ---------------------------
     def append(self, data: bytes | list[bytes], sizes: np.ndarray) -> np.ndarray:
@@ -293,13 +303,15 @@ class CommitLog:
         return batch
 
     def _flush_batch(self, batch: list[Chunk]) -> bool:
-        """Write + fsync a taken batch outside the lock; False if the write failed."""
-        sync_now = (
-            self.sync_mode
-            or self._waiters > 0
-            or self._closing
-            or time.monotonic() - self._last_fsync >= self.fsync_interval
-            or self.written_end - self.durable_end + sum(c.size for c in batch) >= self.fsync_bytes
+        """Write + fsync a taken batch outside the lock; False if the write failed.
+
+        Somebody waiting for durability (sync mode, flush, checkpoint, close) gets the fsync
+        right here; the async policy's periodic fsync goes to the syncer thread instead."""
+        sync_now = self.sync_mode or self._waiters > 0 or self._closing
+        size = sum(c.size for c in batch)
+        sync_behind = not sync_now and (
+            time.monotonic() - self._last_fsync >= self.fsync_interval
+            or self.written_end + size - max(self.durable_end, self._sync_asked) >= self.fsync_bytes
         )
         try:
             if batch:
@@ -307,29 +319,70 @@ class CommitLog:
             elif self._write_fd is not None:
                 os.fsync(self._write_fd)
                 self.stats["fsyncs"] += 1
+                sync_now = True
         except OSError as exc:
-            err = (
-                DiskFull(f"commit log write failed: {exc}")
-                if exc.errno in NO_SPACE_ERRNOS
-                else Unavailable(f"commit log write failed: {exc}")
-            )
-            with self._cond:
-                self._error = err
-                self._in_flush = False
-                self._cond.notify_all()
+            self._fail(exc)
             return False
-        if sync_now:
+        end = batch[-1].pos + batch[-1].size if batch else self.written_end
+        if sync_now or sync_behind:
             self._last_fsync = time.monotonic()
+        if sync_behind and batch:
+            self._sync_later(end)
         with self._cond:
-            end = batch[-1].pos + batch[-1].size if batch else self.written_end
             self.written_end = end
             if sync_now:
-                self.durable_end = end
+                self.durable_end = max(self.durable_end, end)
             self._flushing = []
             self._in_flush = False
             self.stats["flushes"] += 1
             self._cond.notify_all()
         return True
+
+    def _fail(self, exc: OSError) -> None:
+        """Keep a failed write's or fsync's error; appends and waiters see it from now on."""
+        err = (
+            DiskFull(f"commit log write failed: {exc}")
+            if exc.errno in NO_SPACE_ERRNOS
+            else Unavailable(f"commit log write failed: {exc}")
+        )
+        with self._cond:
+            self._error = err
+            self._in_flush = False
+            self._cond.notify_all()
+
+    def _sync_later(self, end: int) -> None:
+        """(Flusher, after writing up to ``end``.) Hand the fsync to the syncer thread on a
+        descriptor of its own; a newer request replaces an older one (it covers it: a segment
+        that was left behind got its fsync when the flusher moved on)."""
+        fd = os.dup(self._write_fd)  # type: ignore[arg-type]
+        with self._cond:
+            old, self._sync_request = self._sync_request, (fd, end)
+            self._sync_asked = max(self._sync_asked, end)
+            self._cond.notify_all()
+        if old is not None:
+            os.close(old[0])
+
+    def _sync_loop(self) -> None:
+        """Background fsyncs of the async policy (see ``_sync_later``)."""
+        while True:
+            with self._cond:
+                while self._sync_request is None:
+                    if self._closing or self._error is not None:
+                        return
+                    self._cond.wait(0.5)
+                fd, end = self._sync_request
+                self._sync_request = None
+            try:
+                os.fsync(fd)
+            except OSError as exc:
+                self._fail(exc)
+                return
+            finally:
+                os.close(fd)
+            with self._cond:
+                self.durable_end = max(self.durable_end, end)
+                self.stats["fsyncs"] += 1
+                self._cond.notify_all()
 
     def _flush_loop(self) -> None:
         """Background flushes: async thresholds, and whatever a closing log still holds."""
@@ -394,6 +447,8 @@ class CommitLog:
                 if done != step:
                     write_all(self._write_fd, b"".join(group)[done:])
                 got += step
+            if not sync_now:  # the device starts now; the coming fsync finds little to do
+                start_writeback(self._write_fd, batch[i].pos - seg, want)
             self.stats["bytes_written"] += want
             i = j
         if sync_now:
@@ -471,6 +526,11 @@ class CommitLog:
             self._cond.notify_all()
         if self._thread is not None:
             self._thread.join()
+        if self._syncer is not None:
+            self._syncer.join()
+        if self._sync_request is not None:  # left by the flusher's last step: fsynced below
+            os.close(self._sync_request[0])
+            self._sync_request = None
         if self._write_fd is not None:
             try:
                 os.fsync(self._write_fd)
