@@ -51,6 +51,8 @@ class KeyIndexFile:
         self.items_base = HEADER.size + 4 * slots
         self.slots = np.ndarray((slots,), dtype="<u4", buffer=mm, offset=HEADER.size)
         self.items = np.ndarray((items,), dtype=ITEM_DTYPE, buffer=mm, offset=self.items_base)
+        # one view per field, made once: a batch's items are four slice writes
+        self._fields = [self.items[f] for f in ("hash", "pos", "tsec", "prev")]
         (self.begin_ms, self.end_ms, self.begin_pos, self.end_pos, self.used_slots, self.count) = (
             HEADER.unpack_from(mm, 0)
         )
@@ -105,11 +107,11 @@ class KeyIndexFile:
         hashes = hashes[:n].astype("<u4", copy=False)
         first = self.count
         numbers = np.arange(first, first + n, dtype="<u4")
-        slot_of = (hashes % self.slot_count).astype(np.int64)
+        slot_of = hashes % np.uint32(self.slot_count)  # an index array as it is
         old_heads = self.slots[slot_of]
         self._write_items(first, n, hashes, positions, store_ms, old_heads)
         self.slots[slot_of] = numbers
-        if not (self.slots[slot_of] == numbers).all():
+        if n > 1 and not (self.slots[slot_of] == numbers).all():
             order = np.argsort(slot_of, kind="stable")
             sorted_slots = slot_of[order]
             sorted_numbers = numbers[order]
@@ -119,12 +121,12 @@ class KeyIndexFile:
             prev_sorted[~starts] = sorted_numbers[np.flatnonzero(~starts) - 1]
             prev = np.empty(n, dtype="<u4")
             prev[order] = prev_sorted
-            self.items["prev"][first : first + n] = prev
+            self._fields[3][first : first + n] = prev
             ends = np.ones(n, dtype=bool)
             ends[:-1] = sorted_slots[:-1] != sorted_slots[1:]
             self.slots[sorted_slots[ends]] = sorted_numbers[ends]
             old_heads = old_heads[order][starts]  # one per slot, for the count below
-        self.used_slots += int(np.count_nonzero(old_heads == 0))
+        self.used_slots += len(old_heads) - int(np.count_nonzero(old_heads))
         self._write_header()
         return n
 
@@ -141,12 +143,13 @@ class KeyIndexFile:
         if self.count <= 1:
             self.begin_ms = store_ms
             self.begin_pos = int(positions[0])
-        block = self.items[first : first + n]
-        block["hash"] = hashes
-        block["pos"] = positions[:n]
-        block["tsec"] = tsec
-        block["prev"] = prev
-        self.count = first + n
+        end = first + n
+        hash_field, pos_field, tsec_field, prev_field = self._fields
+        hash_field[first:end] = hashes
+        pos_field[first:end] = positions[:n]
+        tsec_field[first:end] = tsec
+        prev_field[first:end] = prev
+        self.count = end
         self.end_ms = max(self.end_ms, store_ms)
         self.end_pos = int(positions[n - 1])
 
@@ -227,6 +230,7 @@ class KeyIndexFile:
     def close(self) -> None:
         if self._mm is not None:
             self.slots = self.items = None  # type: ignore[assignment]
+            self._fields = []
             try:
                 self._mm.flush()
                 self._mm.close()

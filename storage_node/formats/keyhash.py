@@ -25,45 +25,61 @@ def _powers(count: int) -> np.ndarray:
     """P**k mod 2**32 for k < count (count rounded up to a power of two by the caller)."""
     out = np.empty(count, dtype=np.uint32)
     out[0] = 1
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore"):  # numpy scalars warn on overflow (arrays never do)
         for k in range(1, count):
             out[k] = out[k - 1] * P
     return out
 
 
+@lru_cache(maxsize=64)
+def _weights(length: int) -> np.ndarray:
+    """The weight of each byte of a key of ``length`` bytes: P**(length - 1 - j)."""
+    return _powers(1 << max(4, (length - 1).bit_length()))[length - 1 :: -1].copy()
+
+
 def _fmix32(h: np.ndarray) -> np.ndarray:
-    with np.errstate(over="ignore"):
-        h = h ^ (h >> np.uint32(16))
-        h = h * np.uint32(0x85EBCA6B)
-        h = h ^ (h >> np.uint32(13))
-        h = h * np.uint32(0xC2B2AE35)
-        return h ^ (h >> np.uint32(16))
+    """MurmurHash3's finaliser, in place (integer arrays wrap silently on overflow)."""
+    h ^= h >> np.uint32(16)
+    h *= np.uint32(0x85EBCA6B)
+    h ^= h >> np.uint32(13)
+    h *= np.uint32(0xC2B2AE35)
+    h ^= h >> np.uint32(16)
+    return h
 
 
 def key_hashes(blob: bytes | bytearray | memoryview, lens: np.ndarray) -> np.ndarray:
-    """uint32 hash of each key packed in ``blob`` (``lens[i] < 0``: no key, hash 0)."""
+    """uint32 hash of each key packed in ``blob`` (``lens[i] < 0``: no key, hash 0).
+
+    Keys of one length (the usual batch) are a byte matrix times the weights, one matrix
+    product; other batches weigh each byte by its power and sum per key."""
     lens = np.asarray(lens, dtype=np.int64)
+    n = len(lens)
+    if n == 0:
+        return np.zeros(0, dtype=np.uint32)
+    shortest = int(np.minimum.reduce(lens))
+    longest = max(int(np.maximum.reduce(lens)), 0)
+    if shortest == longest:  # one length: no absent key either
+        if longest:
+            data = np.frombuffer(blob, dtype=np.uint8, count=n * longest).reshape(n, longest)
+            h = data @ _weights(longest)
+        else:
+            h = np.zeros(n, dtype=np.uint32)
+        h ^= np.uint32(longest * int(LEN_MIX) & 0xFFFFFFFF)
+        return _fmix32(h)
     sizes = np.maximum(lens, 0)
-    n = len(sizes)
-    total = int(sizes.sum())
+    total = int(np.add.reduce(sizes))
     h = np.zeros(n, dtype=np.uint32)
-    longest = int(sizes.max()) if n else 0
-    table = _powers(1 << max(4, (longest - 1).bit_length())) if total else None
-    if total and int(sizes.min()) == longest:  # keys of one length: a matrix times weights
-        data = np.frombuffer(blob, dtype=np.uint8, count=total).reshape(n, longest)
-        with np.errstate(over="ignore"):
-            h = (data * table[longest - 1 :: -1]).sum(axis=1, dtype=np.uint32)
-    elif total:
+    if total:
+        table = _powers(1 << max(4, (longest - 1).bit_length()))
         data = np.frombuffer(blob, dtype=np.uint8, count=total).astype(np.uint32)
         ends = np.cumsum(sizes)
-        exps = np.repeat(ends - 1, sizes) - np.arange(total, dtype=np.int64)
-        with np.errstate(over="ignore"):
-            data *= table[exps]
+        data *= table[np.repeat(ends - 1, sizes) - np.arange(total, dtype=np.int64)]
         nonempty = sizes > 0
         h[nonempty] = np.add.reduceat(data, (ends - sizes)[nonempty], dtype=np.uint32)
-    with np.errstate(over="ignore"):
-        out = _fmix32(h ^ (sizes.astype(np.uint32) * LEN_MIX))
-    out[lens < 0] = 0
+    h ^= sizes.astype(np.uint32) * LEN_MIX
+    out = _fmix32(h)
+    if shortest < 0:
+        out[lens < 0] = 0
     return out
 
 

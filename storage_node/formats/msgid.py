@@ -32,6 +32,7 @@ HEADER_MAGIC = 0x4D5347494458_0001  # "MSGIDX", version 1
 APP_RE = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 MS_PER_HOUR = 3_600_000
 MAX_SEQ = (2**32 - 2) * SEGMENT_ENTRIES
+PENDING_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,24 +60,35 @@ def format_msg_id(app: str, ip: int, hour: int, seq: int) -> str:
 def numbered_ids(prefix: bytes, first_seq: int, n: int) -> PackedColumn:
     """IDs ``prefix + str(seq)`` for seq in first_seq..first_seq+n-1, built as one digit
     matrix per decimal width instead of one string format per message."""
-    seqs = np.arange(first_seq, first_seq + n, dtype=np.int64)
-    head = np.frombuffer(prefix, dtype=np.uint8)
+    if n <= 0:
+        return PackedColumn(b"", np.zeros(0, dtype=np.int64))
     low, high = len(str(first_seq)), len(str(first_seq + n - 1))
+    seqs = np.arange(first_seq, first_seq + n, dtype=np.int64)
     if low == high:  # the usual case: one width for the whole run
-        widths = np.full(n, low, dtype=np.int64)
-    else:
-        widths = np.maximum(np.searchsorted(_POW10, seqs, side="right"), 1)
-    parts = []
-    for w in range(low, high + 1):
-        run = seqs if low == high else seqs[widths == w]
-        rows = np.empty((len(run), len(prefix) + w), dtype=np.uint8)
-        rows[:, : len(prefix)] = head
-        rows[:, len(prefix) :] = (run[:, None] // _POW10[w - 1 :: -1][:w]) % 10 + 48
-        parts.append(rows.tobytes())
-    return PackedColumn(b"".join(parts), widths + len(prefix))
+        size = len(prefix) + low
+        lens = np.full(n, size, dtype=np.int64)
+        return PackedColumn(_digit_rows(prefix, seqs, low), lens, length_range=(size, size))
+    cuts = [0, *(10**w - first_seq for w in range(low, high)), n]
+    blob = b"".join(
+        _digit_rows(prefix, seqs[a:b], w)
+        for w, a, b in zip(range(low, high + 1), cuts[:-1], cuts[1:], strict=True)
+    )
+    lens = np.repeat(np.arange(low, high + 1, dtype=np.int64) + len(prefix), np.diff(cuts))
+    return PackedColumn(blob, lens)
 
 
-_POW10 = 10 ** np.arange(19, dtype=np.int64)
+def _digit_rows(prefix: bytes, seqs: np.ndarray, width: int) -> bytes:
+    """``prefix`` and the ``width`` decimal digits of each number, one row per number."""
+    rows = np.empty((len(seqs), len(prefix) + width), dtype=np.uint8)
+    rows[:, : len(prefix)] = np.frombuffer(prefix, dtype=np.uint8)
+    digits = seqs[:, None] // _DIVISORS[width]
+    digits %= 10
+    digits += 48
+    rows[:, len(prefix) :] = digits
+    return rows.tobytes()
+
+
+_DIVISORS = [10 ** np.arange(w - 1, -1, -1, dtype=np.int64) for w in range(20)]
 
 
 def valid_app(app: str) -> bool:
@@ -108,7 +120,14 @@ def hour_folder(hour: int) -> str:
 
 
 class MsgIdIndexFile:
-    """The two-level index of one app and hour. Writes are serialised by the store."""
+    """The two-level index of one app and hour. Writes are serialised by the store.
+
+    A run of node-assigned IDs continues the previous one, so their addresses collect in
+    memory and reach the file in large positional writes (at 64 KiB, before any other
+    write, on ``sync`` and ``close``), as the queue index does: the index is derived data
+    that recovery rebuilds from the log past the last checkpoint, which syncs it first.
+    Lookups see pending addresses too.
+    """
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -118,6 +137,9 @@ class MsgIdIndexFile:
         self._segments: dict[int, int] = {}  # ip << 32 | base+1 -> absolute byte offset
         self._units = os.fstat(self._fd).st_size // UNIT_BYTES
         self._next_slot = 1
+        self._pending = bytearray()  # addresses of seqs _pending_seq.. of IP _pending_ip
+        self._pending_ip = 0
+        self._pending_seq = 0
         for unit in range(self._units):
             header = np.frombuffer(
                 pread_exact(self._fd, SEGMENT_BYTES, unit * UNIT_BYTES), dtype="<u8"
@@ -147,24 +169,44 @@ class MsgIdIndexFile:
 
     def put_run(self, ip: int, first_seq: int, positions: np.ndarray) -> None:
         """Addresses of consecutive sequence numbers from ``first_seq`` (node-assigned IDs)."""
-        values = (positions.astype("<u8") + 1).astype("<u8")
+        if self._pending and (
+            ip != self._pending_ip or first_seq != self._pending_seq + len(self._pending) // 8
+        ):
+            self._write_pending()
+        if not self._pending:
+            self._pending_ip, self._pending_seq = ip, first_seq
+        values = positions.astype("<u8")
+        values += np.uint64(1)
+        self._pending += values.tobytes()
+        if len(self._pending) >= PENDING_BYTES:
+            self._write_pending()
+
+    def _write_pending(self) -> None:
+        """Write the pending run: one positional write per index segment it spans."""
+        raw = memoryview(bytes(self._pending))  # kept pending until written (a retry)
+        ip, first_seq, n = self._pending_ip, self._pending_seq, len(raw) // 8
         done = 0
-        n = len(values)
         while done < n:
-            seq = first_seq + done
-            base, idx = divmod(seq, SEGMENT_ENTRIES)
+            base, idx = divmod(first_seq + done, SEGMENT_ENTRIES)
             take = min(n - done, SEGMENT_ENTRIES - idx)
             off = self._segment(ip, base, create=True)
-            pwrite_all(self._fd, values[done : done + take].tobytes(), off + idx * 8)
+            pwrite_all(self._fd, raw[done * 8 : (done + take) * 8], off + idx * 8)
             done += take
+        self._pending = bytearray()
 
     def put(self, ip: int, seq: int, position: int) -> None:
+        if self._pending:
+            self._write_pending()
         base, idx = divmod(seq, SEGMENT_ENTRIES)
         off = self._segment(ip, base, create=True)
         pwrite_all(self._fd, ENTRY.pack(position + 1), off + idx * 8)
 
     def get(self, ip: int, seq: int) -> int | None:
         """Commit-log position of (IP, seq), or None."""
+        if self._pending and ip == self._pending_ip:
+            k = seq - self._pending_seq
+            if 0 <= k < len(self._pending) // 8:
+                return ENTRY.unpack_from(self._pending, k * 8)[0] - 1
         base, idx = divmod(seq, SEGMENT_ENTRIES)
         off = self._segment(ip, base, create=False)
         if off is None:
@@ -174,6 +216,8 @@ class MsgIdIndexFile:
 
     def next_seq(self, ip: int) -> int:
         """One past the highest sequence number recorded for ``ip`` (0 if none)."""
+        if self._pending:
+            self._write_pending()
         bases = [(tag & 0xFFFFFFFF) - 1 for tag in self._segments if tag >> 32 == ip]
         if not bases:
             return 0
@@ -185,7 +229,13 @@ class MsgIdIndexFile:
         return base * SEGMENT_ENTRIES + (int(used[-1]) + 1 if len(used) else 0)
 
     def sync(self) -> None:
+        if self._pending:
+            self._write_pending()
         os.fsync(self._fd)
 
     def close(self) -> None:
-        os.close(self._fd)
+        try:
+            if self._pending:
+                self._write_pending()
+        finally:
+            os.close(self._fd)

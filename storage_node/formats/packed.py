@@ -28,19 +28,23 @@ class PackedColumn:
 
     Large values may stay as the caller's own ``parts`` (one bytes object per present entry):
     the log then writes them with a gathering write and the blob is joined only if asked for.
+    ``lens`` is not changed once the column is made: its range is remembered, so checking
+    a column that is entirely absent (tags, IDs in most batches) costs no array call.
     """
 
-    __slots__ = ("_blob", "lens", "parts")
+    __slots__ = ("_blob", "lens", "parts", "_range")
 
     def __init__(
         self,
         blob: bytes | bytearray | memoryview | None,
         lens: np.ndarray,
         parts: list[bytes] | None = None,
+        length_range: tuple[int, int] | None = None,
     ) -> None:
         self._blob = blob
         self.lens = lens
         self.parts = parts
+        self._range = length_range
 
     @property
     def blob(self) -> bytes | bytearray | memoryview:
@@ -64,8 +68,19 @@ class PackedColumn:
         """End offset of each entry in ``blob``."""
         return np.cumsum(self.sizes, dtype=np.int64)
 
+    def length_range(self) -> tuple[int, int]:
+        """(shortest, longest) entry length, -1 for absent; (0, -1) for no entries."""
+        if self._range is None:
+            lens = self.lens
+            if len(lens):
+                self._range = (int(np.minimum.reduce(lens)), int(np.maximum.reduce(lens)))
+            else:
+                self._range = (0, -1)
+        return self._range
+
     def absent(self) -> bool:
-        return bool((self.lens < 0).all())
+        """No entry present (an empty column too)."""
+        return self.length_range()[1] < 0
 
     def get(self, i: int) -> bytes | None:
         """One entry (for error messages and rare per-message paths)."""
@@ -115,7 +130,7 @@ class PackedColumn:
             i = next(i for i, s in enumerate(items) if s is not None and type(s) is not str)
             raise InvalidBatch(f"message {i}: {what} must be a string", index=i)
         if missing == n:
-            return cls(b"", np.full(n, NONE, dtype=np.int64))
+            return cls.empty(n)
         kept: Sequence[str] = items if missing == 0 else [s for s in items if s is not None]  # type: ignore[assignment]
         text = "".join(kept)
         try:
@@ -135,7 +150,7 @@ class PackedColumn:
 
     @classmethod
     def empty(cls, n: int) -> PackedColumn:
-        return cls(b"", np.full(n, NONE, dtype=np.int64))
+        return cls(b"", np.full(n, NONE, dtype=np.int64), length_range=(NONE, NONE) if n else None)
 
 
 def concat_columns(columns: Sequence[PackedColumn]) -> PackedColumn:
@@ -143,9 +158,13 @@ def concat_columns(columns: Sequence[PackedColumn]) -> PackedColumn:
     if len(columns) == 1:
         return columns[0]
     lens = np.concatenate([c.lens for c in columns])
+    ranges = [c._range for c in columns if len(c.lens)]
+    known = None
+    if ranges and None not in ranges:  # the joined range follows from the parts' ranges
+        known = (min(r[0] for r in ranges), max(r[1] for r in ranges))  # type: ignore[index]
     if all(c.parts is not None for c in columns):
-        return PackedColumn(None, lens, [x for c in columns for x in c.parts])  # type: ignore[union-attr]
-    return PackedColumn(b"".join(c.blob for c in columns), lens)
+        return PackedColumn(None, lens, [x for c in columns for x in c.parts], known)  # type: ignore[union-attr]
+    return PackedColumn(b"".join(c.blob for c in columns), lens, length_range=known)
 
 
 def _checked_values(values: Sequence[bytes]) -> list[bytes]:
@@ -231,7 +250,7 @@ class PackedBatch:
         except TypeError:
             values = _checked_values(values)
             lens = np.fromiter(map(len, values), np.int64, n)
-        if int(lens.sum()) < GATHER_MIN_VALUE_BYTES * n:
+        if int(np.add.reduce(lens)) < GATHER_MIN_VALUE_BYTES * n:
             try:  # the usual case: one join, which also rejects what is not bytes-like
                 values_col = PackedColumn(b"".join(values), lens)
             except TypeError:

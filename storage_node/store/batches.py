@@ -79,19 +79,21 @@ def split_results(
 
 
 def check_text(column: PackedColumn, n: int, what: str, most: int) -> None:
-    """Lengths, blob size and UTF-8 of a packed text column, checked as arrays."""
-    lens = np.asarray(column.lens, dtype=np.int64)
+    """Lengths, blob size and UTF-8 of a packed text column, checked as arrays (a column
+    known to be absent, or without absent entries, skips the calls it does not need)."""
+    lens = column.lens
     if len(lens) != n:
         raise InvalidBatch(f"{what}s must have one entry per message ({n})")
-    if (lens < 0).all():
+    shortest, longest = column.length_range()
+    if longest < 0:
         return
-    if int(lens.min()) < -1:
+    if shortest < -1:
         raise InvalidBatch(f"{what} lengths must be >= 0 (or -1 for absent)")
-    if int(lens.max()) > most:
+    if longest > most:
         i = int(np.flatnonzero(lens > most)[0])
         raise InvalidBatch(f"message {i}: {what} longer than {most} bytes", index=i)
-    sizes = np.maximum(lens, 0)
-    total = int(sizes.sum())
+    sizes = lens if shortest >= 0 else np.maximum(lens, 0)
+    total = int(np.add.reduce(sizes))
     if len(column.blob) != total:
         raise InvalidBatch(f"{what} bytes ({len(column.blob)}) do not add up to {total}")
     blob = bytes(column.blob) if not isinstance(column.blob, bytes) else column.blob
@@ -118,17 +120,18 @@ def prepare(
     group may be larger than one batch may be."""
     n = len(batch)
     values = batch.values
-    vlen = np.asarray(values.lens, dtype=np.int64)
-    if int(vlen.min()) < 0:
+    vlen = values.lens
+    shortest, longest = values.length_range()
+    if shortest < 0:
         raise InvalidBatch("every message needs a value", index=int(np.argmin(vlen)))
-    if int(vlen.max()) > limit:
+    if longest > limit:
         i = int(np.flatnonzero(vlen > limit)[0])
         raise MessageTooLarge(
             f"message {i} has {int(vlen[i])} bytes, more than the limit of {limit}",
             index=i,
             limit=limit,
         )
-    total = int(vlen.sum())
+    total = int(np.add.reduce(vlen))
     if values.nbytes != total:
         raise InvalidBatch(f"value bytes ({values.nbytes}) do not add up to {total}")
     for column, what, most in (
@@ -138,12 +141,17 @@ def prepare(
     ):
         check_text(column, n, what, most)
     nparts = cfg.partitions
-    parts = np.full(n, -1, dtype=np.int64)
-    keyed = batch.keys.lens >= 0
-    any_key = bool(keyed.any())
-    hashes = batch.key_hashes() if any_key else None
-    if hashes is not None:
-        parts[keyed] = hashes[keyed] % nparts
+    keyed = hashes = None
+    if batch.keys.absent():
+        parts = np.full(n, -1, dtype=np.int64)
+    else:
+        hashes = batch.key_hashes()
+        keyed = batch.keys.lens >= 0
+        if batch.keys.length_range()[0] >= 0:  # every message has a key
+            parts = np.remainder(hashes, nparts, dtype=np.int64)
+        else:
+            parts = np.full(n, -1, dtype=np.int64)
+            parts[keyed] = hashes[keyed] % nparts
     if batch.partitions is not None:
         given = np.asarray(batch.partitions, dtype=np.int64)
         if len(given) != n:
@@ -160,15 +168,16 @@ def prepare(
         born = np.asarray(batch.timestamps, dtype=np.int64)
         if len(born) != n:
             raise InvalidBatch(f"timestamps must have one entry per message ({n})")
-        if int(born.min()) < -1:
+        if int(np.minimum.reduce(born)) < -1:
             i = int(np.flatnonzero(born < -1)[0])
             raise InvalidBatch(f"message {i}: timestamp must be ms since epoch", index=i)
     given_ids: list[tuple[int, MessageId]] = []
     if not batch.msg_ids.absent():
-        for i in np.flatnonzero(batch.msg_ids.lens >= 0).tolist():
-            text = batch.msg_ids.get(i).decode()  # type: ignore[union-attr]
+        for i, raw in enumerate(batch.msg_ids.to_list()):
+            if raw is None:
+                continue
             try:
-                given_ids.append((i, parse_msg_id(text)))
+                given_ids.append((i, parse_msg_id(raw.decode())))
             except InvalidArgument as exc:
                 raise InvalidBatch(f"message {i}: {exc.message}", index=i) from exc
     allowed_set = None
@@ -182,6 +191,4 @@ def prepare(
                 topic=cfg.name,
                 partition=bad_parts[0],
             )
-    return Prepared(
-        batch, n, total, parts, hashes, keyed if any_key else None, born, given_ids, allowed_set
-    )
+    return Prepared(batch, n, total, parts, hashes, keyed, born, given_ids, allowed_set)
