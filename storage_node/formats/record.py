@@ -60,8 +60,8 @@ assert ROW_STRUCT.size == ROW
 # One frame is what a single read fetches and checks: small frames keep point reads cheap,
 # a few records per frame keep the per-frame work of large messages low.
 FRAME_TARGET = 16 * 1024
-FRAME_TARGET_MAX = 48 * 1024
-FRAME_MIN_RECORDS = 8
+FRAME_TARGET_MAX = 60 * 1024  # a frame stays inside one 64 KiB compressed block
+FRAME_MIN_RECORDS = 16
 MAX_FRAME_RECORDS = 0xFFFF
 MAX_KEY_BYTES = 0xFFFF
 MAX_TAG_BYTES = 0xFFFF
@@ -99,19 +99,6 @@ class EncodedBatch:
     record_sizes: np.ndarray  # int64
 
 
-def _cumulative(sizes: np.ndarray) -> np.ndarray:
-    """0 followed by the running sums of ``sizes`` (n + 1 entries)."""
-    out = np.zeros(len(sizes) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=out[1:])
-    return out
-
-
-def _starts(sizes: np.ndarray) -> np.ndarray:
-    out = np.zeros(len(sizes), dtype=np.int64)
-    np.cumsum(sizes[:-1], out=out[1:])
-    return out
-
-
 def encode_frames(
     topic: bytes,
     partitions: np.ndarray,
@@ -128,9 +115,10 @@ def encode_frames(
 ) -> EncodedBatch:
     """Encode a batch given as packed columns; -1 lengths = absent key/tag.
 
-    Everything per record is computed as arrays; Python work is per frame (a few slices
-    and one CRC), so the cost per message is a few array elements. Values kept as parts
-    (large ones) go to the pieces as they are: no copy before the write.
+    Everything per record is computed as arrays, the four variable-length columns (keys,
+    tags, message IDs, values) together as one 4 x n matrix, so the fixed cost of a batch
+    is a few dozen array operations; Python work is per frame (a few slices and the CRC).
+    Values kept as parts (large ones) go to the pieces as they are: no copy before the write.
 
     ``batches`` lists (record count, producer) of several appended batches written together
     (group commit): frames never mix two of them, and each one's last frame is marked
@@ -142,84 +130,85 @@ def encode_frames(
     if batches is None:
         batches = [(n, producer)]
     vparts = values.parts
-    ks = np.maximum(keys.lens, 0)
-    ts = np.maximum(tags.lens, 0)
-    ids = np.asarray(msg_ids.lens, dtype=np.int64)
-    vs = np.asarray(values.lens, dtype=np.int64)
-    rec_sizes = ROW + ks + ts + ids + vs
+    lens = np.stack((keys.lens, tags.lens, msg_ids.lens, values.lens)).astype(np.int64)
+    flags = (lens[0] >= 0).view(np.uint8) * ROW_KEY | (lens[1] >= 0).view(np.uint8) * ROW_TAG
+    np.maximum(lens, 0, out=lens)  # absent = no bytes
+    rec_sizes = lens.sum(axis=0)
+    rec_sizes += ROW
+    cum = np.zeros((4, n + 1), dtype=np.int64)  # running byte offsets per column
+    np.cumsum(lens, axis=1, out=cum[:, 1:])
+    total = int(cum[:, n].sum()) + ROW * n
     if target is None:
-        average = int(rec_sizes.sum()) // max(1, n)
+        average = total // max(1, n)
         target = min(FRAME_TARGET_MAX, max(FRAME_TARGET, FRAME_MIN_RECORDS * average))
-    kc, tc, ic, vc = (_cumulative(x) for x in (ks, ts, ids, vs))
     # frames: cut where the running size crosses a multiple of the target, where a batch
     # starts, and after MAX_FRAME_RECORDS rows
-    if len(batches) == 1 and n <= MAX_FRAME_RECORDS and int(rec_sizes.sum()) <= target:
+    if len(batches) == 1 and n <= MAX_FRAME_RECORDS and total <= target:
         heads = np.zeros(1, dtype=np.int64)
-        fid = np.zeros(n, dtype=np.int64)
+        fid = np.zeros(n, dtype=np.intp)
         index_in_frame = np.arange(n, dtype=np.int64)
     else:
-        bucket = _starts(rec_sizes) // max(1, target)
-        first = np.ones(n, dtype=bool)
-        first[1:] = bucket[1:] != bucket[:-1]
-        first[np.cumsum([count for count, _p in batches])[:-1]] = True
+        bucket = (np.cumsum(rec_sizes) - rec_sizes) // max(1, target)
+        first = np.empty(n, dtype=bool)
+        first[0] = True
+        np.not_equal(bucket[1:], bucket[:-1], out=first[1:])
+        if len(batches) > 1:
+            first[np.cumsum([count for count, _p in batches])[:-1]] = True
         heads = np.flatnonzero(first)
         if n > MAX_FRAME_RECORDS and int(np.diff(heads, append=n).max()) > MAX_FRAME_RECORDS:
             first[::MAX_FRAME_RECORDS] = True
             heads = np.flatnonzero(first)
         fid = np.cumsum(first) - 1
         index_in_frame = np.arange(n, dtype=np.int64) - heads[fid]
-    ends = np.append(heads[1:], n)
-    counts = ends - heads
+    frames = len(heads)
+    ends = np.empty(frames, dtype=np.int64)
+    ends[:-1] = heads[1:]
+    ends[-1] = n
     # which batch each frame belongs to, and the bytes that lead its columns
-    batch_ends = np.cumsum([count for count, _p in batches])
-    frame_batch = np.searchsorted(batch_ends, heads, side="right").tolist()
     leads = [topic + (p[0] if p is not None else b"") for _c, p in batches]
-    lead_len = np.array([len(leads[b]) for b in frame_batch], dtype=np.int64)
-    # byte totals of each column per frame, and the column bases inside each frame
-    ktot, ttot, itot, vtot = (c[ends] - c[heads] for c in (kc, tc, ic, vc))
-    kbase = FRAME_SIZE + ROW * counts + lead_len
-    tbase = kbase + ktot
-    ibase = tbase + ttot
-    vbase = ibase + itot
-    frame_sizes = vbase + vtot
-    if int(frame_sizes.max()) > MAX_FRAME_BYTES:
+    if len(batches) == 1:
+        frame_batch = [0] * frames
+        lead_len: np.ndarray | int = len(leads[0])
+    else:
+        batch_ends = np.cumsum([count for count, _p in batches])
+        frame_batch = np.searchsorted(batch_ends, heads, side="right").tolist()
+        lead_len = np.array([len(leads[b]) for b in frame_batch], dtype=np.int64)
+    # per frame: byte totals of each column, then where each column starts in the frame
+    at_heads = cum[:, heads]
+    at_ends = cum[:, ends]
+    base = np.empty((4, frames), dtype=np.int64)
+    base[0] = FRAME_SIZE + ROW * (ends - heads) + lead_len
+    np.cumsum(at_ends[:3] - at_heads[:3], axis=0, out=base[1:])
+    base[1:] += base[0]
+    frame_sizes = base[3] + at_ends[3] - at_heads[3]
+    if total > MAX_FRAME_BYTES and int(frame_sizes.max()) > MAX_FRAME_BYTES:
         raise ValueError("a record does not fit a frame (more than 4 GiB)")
     rows = np.zeros(n, dtype=ROW_DTYPE)
     rows["index"] = index_in_frame
     rows["partition"] = partitions
-    rows["flags"] = (keys.lens >= 0).astype(np.uint8) * ROW_KEY | (tags.lens >= 0).astype(
-        np.uint8
-    ) * ROW_TAG
-    rows["idlen"] = ids
-    rows["klen"] = ks
-    rows["taglen"] = ts
+    rows["flags"] = flags
+    rows["idlen"] = lens[2]
+    rows["klen"] = lens[0]
+    rows["taglen"] = lens[1]
     rows["qoff"] = queue_offsets
     rows["born"] = born
-    rows["koff"] = (kbase - kc[heads])[fid] + kc[:-1]
-    rows["toff"] = (tbase - tc[heads])[fid] + tc[:-1]
-    rows["ioff"] = (ibase - ic[heads])[fid] + ic[:-1]
-    rows["voff"] = (vbase - vc[heads])[fid] + vc[:-1]
-    rows["vlen"] = vs
+    # koff, toff, ioff, voff, vlen: the last five 32-bit words of every row
+    words = rows.view(np.uint32).reshape(n, ROW // 4)
+    words[:, 7:11] = ((base - at_heads)[:, fid] + cum[:, :n]).T
+    words[:, 11] = lens[3]
     row_bytes = memoryview(rows.tobytes())
     kmv, tmv, imv = memoryview(keys.blob), memoryview(tags.blob), memoryview(msg_ids.blob)
     vmv = memoryview(values.blob) if vparts is None else None
     pieces: list[bytes | memoryview] = []
     crc32 = crc32c
-    bounds = zip(
-        heads.tolist(),
-        ends.tolist(),
-        *(c[heads].tolist() for c in (kc, tc, ic, vc)),
-        *(c[ends].tolist() for c in (kc, tc, ic, vc)),
-        frame_sizes.tolist(),
-        frame_batch,
-        frame_batch[1:] + [-1],
-        strict=True,
-    )
+    table = np.concatenate((heads[None], ends[None], at_heads, at_ends, frame_sizes[None]))
     # small values: the frames are joined into one buffer and each CRC is computed over its
     # frame there (one call per frame); large values stay the caller's objects, written by a
     # gathering write, and each CRC is chained over the frame's pieces
     joined = vmv is not None
-    for a, b, k0, t0, i0, v0, k1, t1, i1, v1, size, owner, following in bounds:
+    for (a, b, k0, t0, i0, v0, k1, t1, i1, v1, size), owner, following in zip(
+        table.T.tolist(), frame_batch, frame_batch[1:] + [-1], strict=True
+    ):
         prod = batches[owner][1]
         tail = FRAME_TAIL.pack(
             MAGIC,
@@ -245,12 +234,17 @@ def encode_frames(
             crc = crc32(value, crc)
         pieces.append(PREFIX.pack(size, crc) + head)
         pieces.extend(vparts[a:b])  # type: ignore[index]
-    starts = _starts(frame_sizes)
-    row_offsets = starts[fid] + FRAME_SIZE + ROW * index_in_frame
+    if frames == 1:
+        row_offsets = index_in_frame * ROW + FRAME_SIZE
+        frame_starts = [0]
+    else:
+        starts = np.cumsum(frame_sizes) - frame_sizes
+        row_offsets = starts[fid] + FRAME_SIZE + ROW * index_in_frame
+        frame_starts = starts.tolist()
     if joined:
         buf = bytearray().join(pieces)
         view = memoryview(buf)
-        for start, size in zip(starts.tolist(), frame_sizes.tolist(), strict=True):
+        for start, size in zip(frame_starts, frame_sizes.tolist(), strict=True):
             PREFIX.pack_into(buf, start, size, crc32(view[start + 8 : start + size]))
         view.release()
         pieces = [buf]
