@@ -47,20 +47,26 @@ def _fmix32(h: np.ndarray) -> np.ndarray:
     return h
 
 
-def key_hashes(blob: bytes | bytearray | memoryview, lens: np.ndarray) -> np.ndarray:
+def key_hashes(
+    blob: bytes | bytearray | memoryview,
+    lens: np.ndarray,
+    length_range: tuple[int, int] | None = None,
+) -> np.ndarray:
     """uint32 hash of each key packed in ``blob`` (``lens[i] < 0``: no key, hash 0).
 
     Keys of one length (the usual batch) are a byte matrix times the weights, one matrix
-    product; other batches weigh each byte by its power and sum per key."""
+    product; other batches weigh each byte by its power and sum per key. ``length_range``
+    is (shortest, longest) of ``lens`` when the caller knows it already."""
     lens = np.asarray(lens, dtype=np.int64)
     n = len(lens)
     if n == 0:
         return np.zeros(0, dtype=np.uint32)
-    shortest = int(np.minimum.reduce(lens))
-    longest = max(int(np.maximum.reduce(lens)), 0)
+    if length_range is None:
+        length_range = (int(np.minimum.reduce(lens)), int(np.maximum.reduce(lens)))
+    shortest, longest = length_range[0], max(length_range[1], 0)
     if shortest == longest:  # one length: no absent key either
         if longest:
-            data = np.frombuffer(blob, dtype=np.uint8, count=n * longest).reshape(n, longest)
+            data = np.ndarray((n, longest), dtype=np.uint8, buffer=blob)
             h = data @ _weights(longest)
         else:
             h = np.zeros(n, dtype=np.uint32)

@@ -17,6 +17,7 @@ import struct
 import threading
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -79,13 +80,18 @@ def numbered_ids(prefix: bytes, first_seq: int, n: int) -> PackedColumn:
 
 def _digit_rows(prefix: bytes, seqs: np.ndarray, width: int) -> bytes:
     """``prefix`` and the ``width`` decimal digits of each number, one row per number."""
-    rows = np.empty((len(seqs), len(prefix) + width), dtype=np.uint8)
-    rows[:, : len(prefix)] = np.frombuffer(prefix, dtype=np.uint8)
+    rows = np.repeat(_row_template(prefix, width), len(seqs), axis=0)
     digits = seqs[:, None] // _DIVISORS[width]
     digits %= 10
-    digits += 48
-    rows[:, len(prefix) :] = digits
+    tail = rows[:, len(prefix) :]
+    np.add(tail, digits, out=tail, casting="unsafe")  # ASCII "0" + digit, each < 10
     return rows.tobytes()
+
+
+@lru_cache(maxsize=256)
+def _row_template(prefix: bytes, width: int) -> np.ndarray:
+    """One row: the prefix, then ``width`` ASCII zeros (a node writes a few prefixes an hour)."""
+    return np.frombuffer(prefix + b"0" * width, dtype=np.uint8).reshape(1, -1)
 
 
 _DIVISORS = [10 ** np.arange(w - 1, -1, -1, dtype=np.int64) for w in range(20)]

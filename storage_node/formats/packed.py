@@ -219,7 +219,8 @@ class PackedBatch:
         """``key_hash`` of every key (0 where none), computed once per batch: the node
         picks partitions with it and the store indexes with it."""
         if self._hashes is None:
-            self._hashes = key_hashes(self.keys.blob, self.keys.lens)
+            keys = self.keys
+            self._hashes = key_hashes(keys.blob, keys.lens, keys.length_range())
         return self._hashes
 
     @classmethod
