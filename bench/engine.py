@@ -3,7 +3,8 @@
 
 Every line printed is one JSON object with a ``bench`` name. Each figure is the median of
 several repeats, and each engine figure has a peer measured in this same process on the same
-filesystem, so ratios compare like with like on whatever machine runs this:
+filesystem (the append benches take peer and engine runs in turns), so ratios compare like
+with like on whatever machine runs this:
 
 * ``append_100b``      one producer, batches of 1000, ``async`` flush, vs SQLite WAL
                        ``synchronous=NORMAL`` with an index on the key, same batching;
@@ -105,12 +106,23 @@ def ratio(engine_value: float | None, peer_value: float) -> float | None:
     return round(engine_value / peer_value, 3)
 
 
-def repeat_engine(repeats: int, run: Callable[[], float]) -> tuple[float | None, dict]:
-    """Median of ``repeats`` engine runs, or None and the error, so the peer still reports."""
-    try:
-        return median([run() for _ in range(repeats)]), {}
-    except Exception as exc:
-        return None, {"engine_error": f"{type(exc).__name__}: {exc}"}
+def paired_runs(
+    repeats: int, peer_run: Callable[[], float], engine_run: Callable[[], float]
+) -> tuple[float, float | None, dict]:
+    """Medians of ``repeats`` peer and engine runs taken in turns (peer, engine, peer, ...),
+    so a disk or machine that speeds up or slows down during the bench weighs on both
+    sides alike. A failing engine gives None and the error, and the peer still reports."""
+    peer: list[float] = []
+    engine: list[float] = []
+    error: dict = {}
+    for _ in range(repeats):
+        peer.append(peer_run())
+        if not error:
+            try:
+                engine.append(engine_run())
+            except Exception as exc:
+                error = {"engine_error": f"{type(exc).__name__}: {exc}"}
+    return median(peer), (None if error else median(engine)), error
 
 
 def rounded(value: float | None, digits: int | None = None) -> float | None:
@@ -334,11 +346,13 @@ def bench_append_100b(ws: Workspace, sizes: Sizes, quick: bool) -> None:
     batch = 1000
     keys = keys_of(sizes.append_msgs)
     values = values_of(sizes.append_msgs, 100, seed=1)
-    sqlite_runs: list[float] = []
-    for _ in range(sizes.repeats):
+
+    def sqlite_run() -> float:
         path = ws.fresh("sqlite")
-        sqlite_runs.append(sqlite_append_single(path / "peer.db", keys, values, batch))
-        ws.drop(path)
+        try:
+            return sqlite_append_single(path / "peer.db", keys, values, batch)
+        finally:
+            ws.drop(path)
 
     def engine_run() -> float:
         path = ws.fresh("engine")
@@ -347,8 +361,7 @@ def bench_append_100b(ws: Workspace, sizes: Sizes, quick: bool) -> None:
         finally:
             ws.drop(path)
 
-    engine_rate, error = repeat_engine(sizes.repeats, engine_run)
-    sqlite_rate = median(sqlite_runs)
+    sqlite_rate, engine_rate, error = paired_runs(sizes.repeats, sqlite_run, engine_run)
     emit(
         {
             "bench": "append_100b",
@@ -373,11 +386,13 @@ def bench_append_100b_sync(ws: Workspace, sizes: Sizes, quick: bool) -> None:
     keys = [keys_of(per_thread_count, prefix=f"t{t}") for t in range(threads)]
     values = [values_of(per_thread_count, 100, seed=10 + t) for t in range(threads)]
     sqlite_per_thread = [sqlite_rows(k, v) for k, v in zip(keys, values, strict=True)]
-    sqlite_runs: list[float] = []
-    for _ in range(sizes.repeats):
+
+    def sqlite_run() -> float:
         path = ws.fresh("sqlite-sync")
-        sqlite_runs.append(sqlite_append_threads(path / "peer.db", sqlite_per_thread, batch))
-        ws.drop(path)
+        try:
+            return sqlite_append_threads(path / "peer.db", sqlite_per_thread, batch)
+        finally:
+            ws.drop(path)
 
     def engine_run() -> float:
         path = ws.fresh("engine-sync")
@@ -386,8 +401,7 @@ def bench_append_100b_sync(ws: Workspace, sizes: Sizes, quick: bool) -> None:
         finally:
             ws.drop(path)
 
-    engine_rate, error = repeat_engine(sizes.repeats, engine_run)
-    sqlite_rate = median(sqlite_runs)
+    sqlite_rate, engine_rate, error = paired_runs(sizes.repeats, sqlite_run, engine_run)
     emit(
         {
             "bench": "append_100b_sync",
@@ -410,11 +424,13 @@ def bench_append_4k(ws: Workspace, sizes: Sizes, quick: bool) -> None:
     size, batch = 4096, 256
     count = sizes.append_4k_bytes // size
     values = values_of(count, size, seed=3)
-    disk_runs: list[float] = []
-    for _ in range(sizes.repeats):
+
+    def disk_run() -> float:
         path = ws.fresh("disk")
-        disk_runs.append(disk_sequential_write(path / "sequential.bin", values))
-        ws.drop(path)
+        try:
+            return disk_sequential_write(path / "sequential.bin", values)
+        finally:
+            ws.drop(path)
 
     def engine_run() -> float:
         path = ws.fresh("engine-4k")
@@ -423,8 +439,7 @@ def bench_append_4k(ws: Workspace, sizes: Sizes, quick: bool) -> None:
         finally:
             ws.drop(path)
 
-    engine_rate, error = repeat_engine(sizes.repeats, engine_run)
-    disk_rate = median(disk_runs)
+    disk_rate, engine_rate, error = paired_runs(sizes.repeats, disk_run, engine_run)
     emit(
         {
             "bench": "append_4k",
