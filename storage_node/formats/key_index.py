@@ -47,7 +47,6 @@ class KeyIndexFile:
         self._fd = fd
         self._mm = mm
         self.slot_count = slots
-        self._slot_mod = np.uint32(slots)
         self.item_capacity = items
         self.items_base = HEADER.size + 4 * slots
         self.slots = np.ndarray((slots,), dtype="<u4", buffer=mm, offset=HEADER.size)
@@ -108,7 +107,7 @@ class KeyIndexFile:
         hashes = hashes[:n].astype("<u4", copy=False)
         first = self.count
         numbers = np.arange(first, first + n, dtype="<u4")
-        slot_of = hashes % self._slot_mod  # an index array as it is
+        slot_of = np.remainder(hashes, self.slot_count, dtype=np.intp)
         old_heads = self.slots[slot_of]
         self._write_items(first, n, hashes, positions, store_ms, old_heads)
         self.slots[slot_of] = numbers

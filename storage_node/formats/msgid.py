@@ -23,7 +23,7 @@ import numpy as np
 
 from storage_node.backend.files import ensure_dir, pread_exact, pwrite_all
 from storage_node.errors import InvalidArgument
-from storage_node.formats.packed import PackedColumn
+from storage_node.formats.packed import PackedColumn, filled
 
 SEGMENT_ENTRIES = 4096
 ENTRY = struct.Struct("<Q")
@@ -67,7 +67,7 @@ def numbered_ids(prefix: bytes, first_seq: int, n: int) -> PackedColumn:
     seqs = np.arange(first_seq, first_seq + n, dtype=np.int64)
     if low == high:  # the usual case: one width for the whole run
         size = len(prefix) + low
-        lens = np.full(n, size, dtype=np.int64)
+        lens = filled(n, size)
         return PackedColumn(_digit_rows(prefix, seqs, low), lens, length_range=(size, size))
     cuts = [0, *(10**w - first_seq for w in range(low, high)), n]
     blob = b"".join(
@@ -80,7 +80,7 @@ def numbered_ids(prefix: bytes, first_seq: int, n: int) -> PackedColumn:
 
 def _digit_rows(prefix: bytes, seqs: np.ndarray, width: int) -> bytes:
     """``prefix`` and the ``width`` decimal digits of each number, one row per number."""
-    rows = np.repeat(_row_template(prefix, width), len(seqs), axis=0)
+    rows = _row_template(prefix, width).repeat(len(seqs), axis=0)
     digits = seqs[:, None] // _DIVISORS[width]
     digits %= 10
     tail = rows[:, len(prefix) :]

@@ -23,6 +23,14 @@ NONE = -1
 GATHER_MIN_VALUE_BYTES = 1024
 
 
+def filled(n: int, value: int) -> np.ndarray:
+    """``np.full(n, value)`` of int64 in two C calls (``np.full`` itself runs Python code,
+    which on the append path of small batches costs as much as the arithmetic)."""
+    out = np.empty(n, dtype=np.int64)
+    out.fill(value)
+    return out
+
+
 class PackedColumn:
     """Byte strings back to back in ``blob``; ``lens[i]`` is the i-th one's length, -1 = absent.
 
@@ -109,7 +117,7 @@ class PackedColumn:
                 return cls(None, lens, list(items))  # type: ignore[arg-type]
             return cls(b"".join(items), lens)  # type: ignore[arg-type]
         present = np.fromiter(map(is_not, items, repeat(None)), dtype=bool, count=n)
-        lens = np.full(n, NONE, dtype=np.int64)
+        lens = filled(n, NONE)
         kept = [x for x in items if x is not None]
         lens[present] = np.fromiter(map(len, kept), np.int64, len(kept))
         return cls(b"".join(kept), lens)
@@ -144,13 +152,13 @@ class PackedColumn:
             lens_kept = np.fromiter(map(len, map(str.encode, kept)), np.int64, len(kept))
         if missing == 0:
             return cls(blob, lens_kept)
-        lens = np.full(n, NONE, dtype=np.int64)
+        lens = filled(n, NONE)
         lens[np.fromiter(map(is_not, items, repeat(None)), dtype=bool, count=n)] = lens_kept
         return cls(blob, lens)
 
     @classmethod
     def empty(cls, n: int) -> PackedColumn:
-        return cls(b"", np.full(n, NONE, dtype=np.int64), length_range=(NONE, NONE) if n else None)
+        return cls(b"", filled(n, NONE), length_range=(NONE, NONE) if n else None)
 
 
 def concat_columns(columns: Sequence[PackedColumn]) -> PackedColumn:
@@ -190,7 +198,7 @@ def _encodes(text: str) -> bool:
 def _int_column(items: Sequence[int | None] | None, n: int, what: str) -> np.ndarray | None:
     if items is None or items.count(None) == n:
         return None
-    out = np.full(n, NONE, dtype=np.int64)
+    out = filled(n, NONE)
     for i, v in enumerate(items):
         if v is None:
             continue
@@ -258,15 +266,12 @@ class PackedBatch:
                 values_col = PackedColumn.of_bytes(_checked_values(values))
         else:
             values_col = PackedColumn.of_bytes(_checked_values(values), keep_parts=True)
+        absent = PackedColumn.empty(n)  # one column serves every field not given
         return cls(
             values=values_col,
-            keys=PackedColumn.empty(n) if keys is None else PackedColumn.of_text(keys, "key"),
-            tags=PackedColumn.empty(n) if tags is None else PackedColumn.of_text(tags, "tag"),
-            msg_ids=(
-                PackedColumn.empty(n)
-                if msg_ids is None
-                else PackedColumn.of_text(msg_ids, "message ID")
-            ),
+            keys=absent if keys is None else PackedColumn.of_text(keys, "key"),
+            tags=absent if tags is None else PackedColumn.of_text(tags, "tag"),
+            msg_ids=absent if msg_ids is None else PackedColumn.of_text(msg_ids, "message ID"),
             timestamps=_int_column(timestamps, n, "timestamp"),
             partitions=_int_column(partitions, n, "partition"),
         )
@@ -281,10 +286,7 @@ def merge_batches(batches: Sequence[PackedBatch]) -> PackedBatch:
         if all(a is None for a in arrays):
             return None
         return np.concatenate(
-            [
-                np.full(len(b), NONE, dtype=np.int64) if a is None else a
-                for b, a in zip(batches, arrays, strict=True)
-            ]
+            [filled(len(b), NONE) if a is None else a for b, a in zip(batches, arrays, strict=True)]
         )
 
     return PackedBatch(
