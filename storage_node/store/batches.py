@@ -15,7 +15,7 @@ import numpy as np
 
 from storage_node.errors import InvalidArgument, InvalidBatch, MessageTooLarge, NotOwner
 from storage_node.formats.msgid import MessageId, parse_msg_id
-from storage_node.formats.packed import PackedBatch, PackedColumn
+from storage_node.formats.packed import PackedBatch, PackedColumn, filled
 from storage_node.formats.record import MAX_KEY_BYTES, MAX_MSG_ID_BYTES, MAX_TAG_BYTES
 from storage_node.store.types import AppendColumns, TopicConfig
 
@@ -143,7 +143,7 @@ def prepare(
     nparts = cfg.partitions
     keyed = hashes = None
     if batch.keys.absent():
-        parts = np.full(n, -1, dtype=np.int64)
+        parts = filled(n, -1)
     else:
         hashes = batch.key_hashes()
         keyed = batch.keys.lens >= 0
