@@ -8,8 +8,9 @@ together are checked as one merged batch and their results split back
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -37,6 +38,13 @@ class Prepared:
     allowed: set[int] | None
 
 
+def held_lock() -> threading.Lock:
+    """A lock already taken: a sleeping producer wakes when somebody else releases it."""
+    lock = threading.Lock()
+    lock.acquire()
+    return lock
+
+
 @dataclass
 class Ticket:
     """One producer's prepared batch waiting to be written, and what became of it."""
@@ -50,6 +58,9 @@ class Ticket:
     error: BaseException | None = None
     target: int = 0
     done: bool = False
+    # released once: when the batch is answered, or to make its producer the next leader
+    wake: threading.Lock = field(default_factory=held_lock, repr=False, compare=False)
+    leader: bool = False
 
 
 def check_batch_size(n: int) -> None:
