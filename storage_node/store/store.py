@@ -127,6 +127,7 @@ class Store:
         self._pending_lock = threading.Lock()
         self._pending: list[Ticket] = []  # batches waiting for the next pass
         self._leading = False  # a producer is writing a pass (others queue behind it)
+        self._written_target = 0  # log end after the last pass
         self._ckpt_lock = threading.Lock()
         self._maint_lock = threading.Lock()  # one compaction/upload/expiry at a time
         self.checkpoint_path = os.path.join(root, "checkpoint")
@@ -417,12 +418,20 @@ class Store:
         hand-off costs tens of microseconds, more than encoding a hundred messages.
         """
         group: list[Ticket] = []
+        if self.log.sync_mode and self._written_target > self.log.durable_end:
+            # the previous group is on its way to disk: its producers come back as soon as
+            # it is, so waiting for that makes the next pass several batches bigger
+            try:
+                self.log.wait_durable(self._written_target)
+            except Exception:
+                pass  # that group's leader reports it; our own wait below sees it too
         try:
             try:
                 with self._lock:  # whatever queued while we waited for it joins the pass
                     with self._pending_lock:
                         group, self._pending = self._pending, []
                     self._append_tickets(group)
+                    self._written_target = self.log.end
             finally:
                 with self._pending_lock:
                     if self._pending:
