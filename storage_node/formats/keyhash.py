@@ -18,6 +18,9 @@ import numpy as np
 
 P = np.uint32(16777619)
 LEN_MIX = np.uint32(0x9E3779B1)
+# numpy scalars made once: a Python int operand costs a conversion on every call
+_S16, _S13 = np.uint32(16), np.uint32(13)
+_M1, _M2 = np.uint32(0x85EBCA6B), np.uint32(0xC2B2AE35)
 
 
 @lru_cache(maxsize=8)
@@ -32,18 +35,20 @@ def _powers(count: int) -> np.ndarray:
 
 
 @lru_cache(maxsize=64)
-def _weights(length: int) -> np.ndarray:
-    """The weight of each byte of a key of ``length`` bytes: P**(length - 1 - j)."""
-    return _powers(1 << max(4, (length - 1).bit_length()))[length - 1 :: -1].copy()
+def _weights(length: int) -> tuple[np.ndarray, np.uint32]:
+    """The weight of each byte of a key of ``length`` bytes, P**(length - 1 - j), and the
+    length's mixing term."""
+    weights = _powers(1 << max(4, (length - 1).bit_length()))[length - 1 :: -1].copy()
+    return weights, np.uint32(length * int(LEN_MIX) & 0xFFFFFFFF)
 
 
 def _fmix32(h: np.ndarray) -> np.ndarray:
     """MurmurHash3's finaliser, in place (integer arrays wrap silently on overflow)."""
-    h ^= h >> np.uint32(16)
-    h *= np.uint32(0x85EBCA6B)
-    h ^= h >> np.uint32(13)
-    h *= np.uint32(0xC2B2AE35)
-    h ^= h >> np.uint32(16)
+    h ^= h >> _S16
+    h *= _M1
+    h ^= h >> _S13
+    h *= _M2
+    h ^= h >> _S16
     return h
 
 
@@ -65,12 +70,11 @@ def key_hashes(
         length_range = (int(np.minimum.reduce(lens)), int(np.maximum.reduce(lens)))
     shortest, longest = length_range[0], max(length_range[1], 0)
     if shortest == longest:  # one length: no absent key either
-        if longest:
-            data = np.ndarray((n, longest), dtype=np.uint8, buffer=blob)
-            h = data @ _weights(longest)
-        else:
-            h = np.zeros(n, dtype=np.uint32)
-        h ^= np.uint32(longest * int(LEN_MIX) & 0xFFFFFFFF)
+        if not longest:
+            return np.zeros(n, dtype=np.uint32)  # fmix32(0) == 0
+        weights, mix = _weights(longest)
+        h = np.ndarray((n, longest), dtype=np.uint8, buffer=blob) @ weights
+        h ^= mix
         return _fmix32(h)
     sizes = np.maximum(lens, 0)
     total = int(np.add.reduce(sizes))

@@ -181,9 +181,7 @@ class MsgIdIndexFile:
             self._write_pending()
         if not self._pending:
             self._pending_ip, self._pending_seq = ip, first_seq
-        values = positions.astype("<u8")
-        values += np.uint64(1)
-        self._pending += values.tobytes()
+        self._pending += np.add(positions, 1, dtype="<u8", casting="unsafe").tobytes()
         if len(self._pending) >= PENDING_BYTES:
             self._write_pending()
 

@@ -165,6 +165,8 @@ def concat_columns(columns: Sequence[PackedColumn]) -> PackedColumn:
     """Several columns back to back (batches written together)."""
     if len(columns) == 1:
         return columns[0]
+    if all(c._range == (NONE, NONE) for c in columns):  # absent in every batch
+        return PackedColumn.empty(sum(len(c.lens) for c in columns))
     lens = np.concatenate([c.lens for c in columns])
     ranges = [c._range for c in columns if len(c.lens)]
     known = None
@@ -264,8 +266,12 @@ class PackedBatch:
                 values_col = PackedColumn(b"".join(values), lens)
             except TypeError:
                 values_col = PackedColumn.of_bytes(_checked_values(values))
-        else:
-            values_col = PackedColumn.of_bytes(_checked_values(values), keep_parts=True)
+        else:  # large values stay the caller's objects (one gathering write, no copy)
+            parts = list(values)
+            if set(map(type, parts)) != {bytes}:  # bytes-like values become bytes
+                parts = _checked_values(parts)
+                lens = np.fromiter(map(len, parts), np.int64, n)
+            values_col = PackedColumn(None, lens, parts)
         absent = PackedColumn.empty(n)  # one column serves every field not given
         return cls(
             values=values_col,
