@@ -295,11 +295,13 @@ def merge_batches(batches: Sequence[PackedBatch]) -> PackedBatch:
             [filled(len(b), NONE) if a is None else a for b, a in zip(batches, arrays, strict=True)]
         )
 
+    tags = concat_columns([b.tags for b in batches])
+    shared = all(b.msg_ids is b.tags for b in batches)  # one absent column (from_lists)
     return PackedBatch(
         values=concat_columns([b.values for b in batches]),
         keys=concat_columns([b.keys for b in batches]),
-        tags=concat_columns([b.tags for b in batches]),
-        msg_ids=concat_columns([b.msg_ids for b in batches]),
+        tags=tags,
+        msg_ids=tags if shared else concat_columns([b.msg_ids for b in batches]),
         timestamps=joined([b.timestamps for b in batches]),
         partitions=joined([b.partitions for b in batches]),
         _hashes=(
