@@ -33,7 +33,6 @@ HEADER_MAGIC = 0x4D5347494458_0001  # "MSGIDX", version 1
 APP_RE = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 MS_PER_HOUR = 3_600_000
 MAX_SEQ = (2**32 - 2) * SEGMENT_ENTRIES
-PENDING_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,11 +127,10 @@ def hour_folder(hour: int) -> str:
 class MsgIdIndexFile:
     """The two-level index of one app and hour. Writes are serialised by the store.
 
-    A run of node-assigned IDs continues the previous one, so their addresses collect in
-    memory and reach the file in large positional writes (at 64 KiB, before any other
-    write, on ``sync`` and ``close``), as the queue index does: the index is derived data
-    that recovery rebuilds from the log past the last checkpoint, which syncs it first.
-    Lookups see pending addresses too.
+    Addresses are written as soon as they are known (not collected in memory as the queue
+    index's entries are): the page cache outlives a crash of the process, so the IDs of a
+    frame that recovery cannot read back (damaged) still lead to it and to its damage
+    report, where a replay could not rebuild them.
     """
 
     def __init__(self, path: str) -> None:
@@ -143,9 +141,6 @@ class MsgIdIndexFile:
         self._segments: dict[int, int] = {}  # ip << 32 | base+1 -> absolute byte offset
         self._units = os.fstat(self._fd).st_size // UNIT_BYTES
         self._next_slot = 1
-        self._pending = bytearray()  # addresses of seqs _pending_seq.. of IP _pending_ip
-        self._pending_ip = 0
-        self._pending_seq = 0
         for unit in range(self._units):
             header = np.frombuffer(
                 pread_exact(self._fd, SEGMENT_BYTES, unit * UNIT_BYTES), dtype="<u8"
@@ -174,21 +169,10 @@ class MsgIdIndexFile:
         return off
 
     def put_run(self, ip: int, first_seq: int, positions: np.ndarray) -> None:
-        """Addresses of consecutive sequence numbers from ``first_seq`` (node-assigned IDs)."""
-        if self._pending and (
-            ip != self._pending_ip or first_seq != self._pending_seq + len(self._pending) // 8
-        ):
-            self._write_pending()
-        if not self._pending:
-            self._pending_ip, self._pending_seq = ip, first_seq
-        self._pending += np.add(positions, 1, dtype="<u8", casting="unsafe").tobytes()
-        if len(self._pending) >= PENDING_BYTES:
-            self._write_pending()
-
-    def _write_pending(self) -> None:
-        """Write the pending run: one positional write per index segment it spans."""
-        raw = memoryview(bytes(self._pending))  # kept pending until written (a retry)
-        ip, first_seq, n = self._pending_ip, self._pending_seq, len(raw) // 8
+        """Addresses of consecutive sequence numbers from ``first_seq`` (node-assigned IDs):
+        one positional write per index segment the run spans."""
+        raw = memoryview(np.add(positions, 1, dtype="<u8", casting="unsafe").tobytes())
+        n = len(positions)
         done = 0
         while done < n:
             base, idx = divmod(first_seq + done, SEGMENT_ENTRIES)
@@ -196,21 +180,14 @@ class MsgIdIndexFile:
             off = self._segment(ip, base, create=True)
             pwrite_all(self._fd, raw[done * 8 : (done + take) * 8], off + idx * 8)
             done += take
-        self._pending = bytearray()
 
     def put(self, ip: int, seq: int, position: int) -> None:
-        if self._pending:
-            self._write_pending()
         base, idx = divmod(seq, SEGMENT_ENTRIES)
         off = self._segment(ip, base, create=True)
         pwrite_all(self._fd, ENTRY.pack(position + 1), off + idx * 8)
 
     def get(self, ip: int, seq: int) -> int | None:
         """Commit-log position of (IP, seq), or None."""
-        if self._pending and ip == self._pending_ip:
-            k = seq - self._pending_seq
-            if 0 <= k < len(self._pending) // 8:
-                return ENTRY.unpack_from(self._pending, k * 8)[0] - 1
         base, idx = divmod(seq, SEGMENT_ENTRIES)
         off = self._segment(ip, base, create=False)
         if off is None:
@@ -220,8 +197,6 @@ class MsgIdIndexFile:
 
     def next_seq(self, ip: int) -> int:
         """One past the highest sequence number recorded for ``ip`` (0 if none)."""
-        if self._pending:
-            self._write_pending()
         bases = [(tag & 0xFFFFFFFF) - 1 for tag in self._segments if tag >> 32 == ip]
         if not bases:
             return 0
@@ -233,13 +208,7 @@ class MsgIdIndexFile:
         return base * SEGMENT_ENTRIES + (int(used[-1]) + 1 if len(used) else 0)
 
     def sync(self) -> None:
-        if self._pending:
-            self._write_pending()
         os.fsync(self._fd)
 
     def close(self) -> None:
-        try:
-            if self._pending:
-                self._write_pending()
-        finally:
-            os.close(self._fd)
+        os.close(self._fd)
