@@ -272,6 +272,7 @@ class CommitLog:
         """
         cond = self._cond
         with cond:
+            target = min(target, self.end)  # nothing beyond the end can become durable
             if self.durable_end >= target:
                 return
             self._waiters += 1

@@ -201,6 +201,7 @@ class Store:
                 except OSError:
                     pass
             self._build_parts()
+            self._written_target = 0
             self.dedup = DedupTable(os.path.join(self.root, "producers.json"))
             try:
                 self.recovery_report = recover(self)
@@ -418,11 +419,12 @@ class Store:
         hand-off costs tens of microseconds, more than encoding a hundred messages.
         """
         group: list[Ticket] = []
-        if self.log.sync_mode and self._written_target > self.log.durable_end:
+        previous = min(self._written_target, self.log.end)  # a resumed log may be shorter
+        if self.log.sync_mode and previous > self.log.durable_end:
             # the previous group is on its way to disk: its producers come back as soon as
             # it is, so waiting for that makes the next pass several batches bigger
             try:
-                self.log.wait_durable(self._written_target)
+                self.log.wait_durable(previous)
             except Exception:
                 pass  # that group's leader reports it; our own wait below sees it too
         try:
