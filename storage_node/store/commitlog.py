@@ -270,6 +270,8 @@ class CommitLog:
         commit): no thread hand-off on the acknowledgement path, and every batch written
         while the leader fsyncs is taken by the next leader in one write and one fsync.
         """
+        if self.durable_end >= target:  # already there: no mutex, no hand-off
+            return
         cond = self._cond
         with cond:
             target = min(target, self.end)  # nothing beyond the end can become durable
@@ -295,6 +297,8 @@ class CommitLog:
     def backpressure(self) -> None:
         """Keep the cache bounded: wait while the unflushed bytes exceed four flush sizes."""
         limit = max(4 * self.max_bytes, 64 << 20)
+        if self._active_bytes <= limit:  # the usual case, read without the mutex
+            return
         with self._cond:
             while self._active_bytes > limit and self._error is None and not self._closing:
                 self._kick.notify()
