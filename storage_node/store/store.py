@@ -73,6 +73,7 @@ from storage_node.store.types import (
 MAX_READ_MESSAGES = 10_000
 MAX_LOOKUP = 10_000
 TAG_SCAN_LIMIT = 20_000
+GATHER_WAIT_S = 0.0003  # how long a sync leader waits for the last group's producers to queue
 
 
 _FIELDS = attrgetter("value", "key", "tag", "msg_id", "timestamp", "partition")
@@ -128,6 +129,9 @@ class Store:
         self._pending: list[Ticket] = []  # batches waiting for the next pass
         self._leading = False  # a producer is writing a pass (others queue behind it)
         self._written_target = 0  # log end after the last pass
+        self._gathered = threading.Condition(self._pending_lock)  # enough producers queued
+        self._want = 0  # producers a waiting leader wants queued (0: nobody waits)
+        self._last_group = 1
         self._ckpt_lock = threading.Lock()
         self._maint_lock = threading.Lock()  # one compaction/upload/expiry at a time
         self.checkpoint_path = os.path.join(root, "checkpoint")
@@ -402,6 +406,8 @@ class Store:
             self._pending.append(ticket)
             lead = not self._leading
             self._leading = True
+            if self._want and len(self._pending) >= self._want:
+                self._gathered.notify()
         if not lead:
             ticket.wake.acquire()  # the one sleep of a producer: until answered, or to lead
         if lead or ticket.leader:
@@ -422,16 +428,23 @@ class Store:
         previous = min(self._written_target, self.log.end)  # a resumed log may be shorter
         if self.log.sync_mode and previous > self.log.durable_end:
             # the previous group is on its way to disk: its producers come back as soon as
-            # it is, so waiting for that makes the next pass several batches bigger
+            # it is, so waiting for that (and a moment for them to queue; the producer that
+            # completes the count wakes us) makes the next pass several batches bigger
             try:
                 self.log.wait_durable(previous)
             except Exception:
                 pass  # that group's leader reports it; our own wait below sees it too
+            with self._pending_lock:  # ... and a moment for them to queue
+                if len(self._pending) < self._last_group:
+                    self._want = self._last_group
+                    self._gathered.wait(GATHER_WAIT_S)
+                    self._want = 0
         try:
             try:
                 with self._lock:  # whatever queued while we waited for it joins the pass
                     with self._pending_lock:
                         group, self._pending = self._pending, []
+                        self._last_group = len(group)
                     self._append_tickets(group)
                     self._written_target = self.log.end
             finally:
