@@ -115,3 +115,48 @@ def test_a_crash_keeps_whole_batches_of_a_group(tmp_path, flush_mode: str) -> No
         for call, done in zip(calls, results, strict=True):
             assert reopened.append_columns(**call) == done  # answered from the replayed table
             assert [reopened.get_message(m).value for m in done.msg_ids] == call["values"]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("flush_mode", ["sync", "async"])
+def test_producers_racing_a_close_all_get_an_answer(tmp_path, flush_mode: str) -> None:
+    """Eight producers append in a loop while the store closes under them: every one of them
+    gets its answer (a result or Unavailable) and returns, whoever was leading a pass; every
+    acknowledged batch is there after the reopen, nothing else is."""
+    from storage_node.errors import Unavailable
+
+    config = small_config(tmp_path / "d", flush_mode=flush_mode, segment_bytes=1 << 20)
+    store = Store.open(config)
+    store.create_topic(TopicConfig("orders", 2))
+    acked: list[list[str]] = [[] for _ in range(8)]
+    refused = [0] * 8
+    started = threading.Barrier(9)
+
+    def produce(p: int) -> None:
+        started.wait()
+        for b in range(10_000):
+            try:
+                done = store.append_columns(
+                    "orders", [b"p%d-b%d-%d" % (p, b, i) for i in range(20)]
+                )
+            except Unavailable:
+                refused[p] += 1
+                return
+            acked[p].extend(done.msg_ids)
+
+    threads = [threading.Thread(target=produce, args=(p,)) for p in range(8)]
+    for t in threads:
+        t.start()
+    started.wait()
+    while sum(len(a) for a in acked) < 2_000:
+        time.sleep(0.001)
+    store.close()
+    for t in threads:
+        t.join(timeout=30)
+        assert not t.is_alive(), "a producer never got its answer"
+    assert refused == [1] * 8
+    with Store.open(config) as reopened:
+        total = sum(n for _f, n in reopened.partition_offsets("orders"))
+        assert total == sum(len(a) for a in acked)
+        for p in range(8):
+            for msg_id in acked[p][:: max(1, len(acked[p]) // 20)]:
+                assert reopened.get_message(msg_id).value.startswith(b"p%d-" % p)
