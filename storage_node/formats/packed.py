@@ -19,8 +19,7 @@ from storage_node.errors import InvalidBatch
 from storage_node.formats.keyhash import key_hashes
 
 NONE = -1
-# values averaging this much stay the caller's own objects until the log joins them frame by
-# frame (a batch-sized join would fault in a fresh buffer page by page)
+# values averaging this much stay the caller's own objects (written with a gathering write)
 GATHER_MIN_VALUE_BYTES = 1024
 
 
@@ -36,7 +35,7 @@ class PackedColumn:
     """Byte strings back to back in ``blob``; ``lens[i]`` is the i-th one's length, -1 = absent.
 
     Large values may stay as the caller's own ``parts`` (one bytes object per present entry):
-    the log joins them a frame at a time, and the whole blob is joined only if asked for.
+    the log then writes them with a gathering write and the blob is joined only if asked for.
     ``lens`` is not changed once the column is made: its range is remembered, so checking
     a column that is entirely absent (tags, IDs in most batches) costs no array call.
     """
@@ -267,7 +266,7 @@ class PackedBatch:
                 values_col = PackedColumn(b"".join(values), lens)
             except TypeError:
                 values_col = PackedColumn.of_bytes(_checked_values(values))
-        else:  # large values stay the caller's objects (joined a frame at a time later)
+        else:  # large values stay the caller's objects (one gathering write, no copy)
             parts = list(values)
             if set(map(type, parts)) != {bytes}:  # bytes-like values become bytes
                 parts = _checked_values(parts)

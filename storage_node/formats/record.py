@@ -118,8 +118,7 @@ def encode_frames(
     Everything per record is computed as arrays, the four variable-length columns (keys,
     tags, message IDs, values) together as one 4 x n matrix, so the fixed cost of a batch
     is a few dozen array operations; Python work is per frame (a few slices and the CRC).
-    Values kept as parts (large ones) are joined frame by frame, never into one batch-sized
-    buffer: a fresh buffer that large costs a page fault per 4 KiB on its first write.
+    Values kept as parts (large ones) go to the pieces as they are: no copy before the write.
 
     ``batches`` lists (record count, producer) of several appended batches written together
     (group commit): frames never mix two of them, and each one's last frame is marked
@@ -204,8 +203,8 @@ def encode_frames(
     crc32 = crc32c
     table = np.concatenate((heads[None], ends[None], at_heads, at_ends, frame_sizes[None]))
     # small values: the frames are joined into one buffer and each CRC is computed over its
-    # frame there (one call per frame); large values: each frame is two pieces (head, joined
-    # values) for a gathering write, and its CRC is chained over the two
+    # frame there (one call per frame); large values stay the caller's objects, written by a
+    # gathering write, and each CRC is chained over the frame's pieces
     joined = vmv is not None
     for (a, b, k0, t0, i0, v0, k1, t1, i1, v1, size), owner, following in zip(
         table.T.tolist(), frame_batch, frame_batch[1:] + [-1], strict=True
@@ -228,13 +227,13 @@ def encode_frames(
             pieces.extend(body)
             pieces.append(vmv[v0:v1])  # type: ignore[index]
             continue
-        # everything before the values is small: one piece and one CRC call for it; the
-        # frame's values are joined (one copy into a buffer the CRC then reads from cache,
-        # instead of a CRC call per value)
+        # everything before the values is small: one piece and one CRC call for it
         head = b"".join((tail, *body))
-        frame_values = b"".join(vparts[a:b])  # type: ignore[index]
-        pieces.append(PREFIX.pack(size, crc32(frame_values, crc32(head))) + head)
-        pieces.append(frame_values)
+        crc = crc32(head)
+        for value in vparts[a:b]:  # type: ignore[index]
+            crc = crc32(value, crc)
+        pieces.append(PREFIX.pack(size, crc) + head)
+        pieces.extend(vparts[a:b])  # type: ignore[index]
     if frames == 1:
         row_offsets = index_in_frame * ROW + FRAME_SIZE
         frame_starts = [0]
