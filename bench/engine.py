@@ -111,18 +111,22 @@ def paired_runs(
 ) -> tuple[float, float | None, dict]:
     """Medians of ``repeats`` peer and engine runs taken in turns (peer, engine, peer, ...),
     so a disk or machine that speeds up or slows down during the bench weighs on both
-    sides alike. A failing engine gives None and the error, and the peer still reports."""
+    sides alike. A failing engine gives None and the error, and the peer still reports.
+    The third value (printed with the figures) also lists every run, rounded, in order."""
     peer: list[float] = []
     engine: list[float] = []
-    error: dict = {}
+    extra: dict = {}
     for _ in range(repeats):
         peer.append(peer_run())
-        if not error:
+        if "engine_error" not in extra:
             try:
                 engine.append(engine_run())
             except Exception as exc:
-                error = {"engine_error": f"{type(exc).__name__}: {exc}"}
-    return median(peer), (None if error else median(engine)), error
+                extra["engine_error"] = f"{type(exc).__name__}: {exc}"
+    extra["engine_runs"] = [round(x, 1) for x in engine]
+    extra["peer_runs"] = [round(x, 1) for x in peer]
+    failed = "engine_error" in extra
+    return median(peer), (None if failed else median(engine)), extra
 
 
 def rounded(value: float | None, digits: int | None = None) -> float | None:
