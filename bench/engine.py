@@ -160,7 +160,11 @@ class Workspace:
         return path
 
     def drop(self, path: Path) -> None:
+        """Delete a run's files and let the filesystem finish with them (os.sync) before the
+        next run is timed: freeing and discarding hundreds of MB otherwise lands inside the
+        next run's fsyncs, on whichever side happens to run next."""
         shutil.rmtree(path, ignore_errors=True)
+        os.sync()
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
