@@ -228,7 +228,7 @@ def test_compressed_segment_random_reads(tmp_path):
             block, rel = reader.read_at(off)
             assert read_record(block, rel) == read_record(raw, off)
     with pytest.raises(CorruptData):
-        verify_compacted_segment(raw[:-1] + b"x", compact_segment_bytes(raw))
+        verify_compacted_segment(raw[:-1] + bytes([raw[-1] ^ 0xFF]), compact_segment_bytes(raw))
     with pytest.raises(CorruptData):
         compact_segment_bytes(raw[:-3])
 
