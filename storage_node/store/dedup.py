@@ -28,6 +28,7 @@ class DedupTable:
         self.batches: OrderedDict[tuple[str, int], AppendColumns | list[list]] = OrderedDict()
         self.results = 0
         self.dirty = False
+        self._replayed: set[tuple[str, int]] = set()  # batches rebuilt by the current replay
         if os.path.exists(path):
             with open(path, "rb") as fh:
                 for pid, seq, results in json.loads(fh.read()):
@@ -50,18 +51,27 @@ class DedupTable:
     def extend(
         self, producer_id: str, sequence: int, partition: int, offset: int, msg_id: str
     ) -> None:
-        """Replay: add one record's result to its batch."""
-        found = self.batches.get((producer_id, sequence))
-        if not isinstance(found, list):
-            found = (
-                [[], [], []] if found is None else [found.partitions, found.offsets, found.msg_ids]
-            )
-            self.batches[(producer_id, sequence)] = found
+        """Replay: add one record's result to its batch.
+
+        A batch's answer is rebuilt from its records alone: the saved table may already hold
+        it (saved just before a crash that left the previous checkpoint, so the log is
+        replayed from before that batch), and adding its records again would double it."""
+        key = (producer_id, sequence)
+        found = self.batches.get(key)
+        if key not in self._replayed or not isinstance(found, list):
+            self._replayed.add(key)
+            if found is not None:
+                self.results -= _count(found)
+            found = self.batches[key] = [[], [], []]
         found[0].append(partition)
         found[1].append(offset)
         found[2].append(msg_id)
         self.results += 1
         self.dirty = True
+
+    def end_replay(self) -> None:
+        """Recovery is over: later answers come from appends."""
+        self._replayed.clear()
 
     def snapshot(self) -> bytes | None:
         """The table as JSON, or None when nothing changed since the last snapshot."""

@@ -95,6 +95,7 @@ def recover(store: Store) -> dict:
         start = max(start, store.log.start_pos)
         report["replayed_from"] = start
         report["replayed_records"] = replay(store, start, report)
+        store.dedup.end_replay()
     for q in store.queues.values():
         adjust_first_offset(store, q)
     return report

@@ -160,3 +160,30 @@ def test_producers_racing_a_close_all_get_an_answer(tmp_path, flush_mode: str) -
         for p in range(8):
             for msg_id in acked[p][:: max(1, len(acked[p]) // 20)]:
                 assert reopened.get_message(msg_id).value.startswith(b"p%d-" % p)
+
+
+def test_a_saved_answer_is_not_doubled_by_replay(tmp_path) -> None:
+    """The idempotency table may be saved with a batch the checkpoint does not cover yet (a
+    crash between the two saves): replaying the log from that checkpoint rebuilds the
+    batch's answer from its records, it does not add them to the saved one."""
+    config = small_config(tmp_path / "d", flush_mode="sync")
+    store = Store.open(config)
+    store.create_topic(TopicConfig("orders", 2))
+    store.append_columns("orders", [b"a%d" % i for i in range(5)], producer_id="p", sequence=1)
+    store.checkpoint()
+    before_b = json.loads((tmp_path / "d" / "checkpoint").read_text())
+    second = store.append_columns(
+        "orders", [b"b%d" % i for i in range(7)], producer_id="p", sequence=2
+    )
+    store.close()  # saves the table with both batches, and a checkpoint past both
+    path = tmp_path / "d" / "checkpoint"
+    ck = json.loads(path.read_text())
+    ck.update(clean=False, log_end=before_b["log_end"], queues=before_b["queues"])
+    path.write_text(json.dumps(ck))  # as if the crash came between the two saves
+    with Store.open(config) as reopened:
+        assert reopened.recovery_report["replayed_records"] == 7
+        again = reopened.append_columns(
+            "orders", [b"b%d" % i for i in range(7)], producer_id="p", sequence=2
+        )
+        assert again == second and len(again) == 7
+        assert sum(n for _f, n in reopened.partition_offsets("orders")) == 12
