@@ -57,7 +57,6 @@ class Ticket:
     result: AppendColumns | None = None
     error: BaseException | None = None
     target: int = 0
-    done: bool = False
     # released once: when the batch is answered, or to make its producer the next leader
     wake: threading.Lock = field(default_factory=held_lock, repr=False, compare=False)
     leader: bool = False
@@ -161,7 +160,7 @@ def prepare(
         if batch.keys.length_range()[0] >= 0:  # every message has a key
             parts = np.remainder(hashes, nparts, dtype=np.int64)
         else:
-            parts = np.full(n, -1, dtype=np.int64)
+            parts = filled(n, -1)
             parts[keyed] = hashes[keyed] % nparts
     if batch.partitions is not None:
         given = np.asarray(batch.partitions, dtype=np.int64)

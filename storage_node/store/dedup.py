@@ -58,7 +58,7 @@ class DedupTable:
         replayed from before that batch), and adding its records again would double it."""
         key = (producer_id, sequence)
         found = self.batches.get(key)
-        if key not in self._replayed or not isinstance(found, list):
+        if key not in self._replayed:
             self._replayed.add(key)
             if found is not None:
                 self.results -= _count(found)

@@ -509,7 +509,6 @@ class Store:
                         t.error = exc
             for t in group:
                 t.target = self.log.end
-                t.done = True
 
     def submit(
         self,
