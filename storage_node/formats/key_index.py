@@ -87,6 +87,17 @@ class KeyIndexFile:
         _populate(mm, HEADER.size, 4 * slots)
         return cls(path, fd, mm, slots, items)
 
+    def take_as(self, path: str, begin_ms: int, begin_pos: int) -> None:
+        """Give a file made ahead of need (still empty) its name and first position: a
+        rename and a header write, no new file or mapping."""
+        if self.count != 1:
+            raise ValueError("only an empty key index can be taken as a new one")
+        os.rename(self.path, path)
+        self.path, self.name = path, os.path.basename(path)
+        self.begin_ms = self.end_ms = begin_ms
+        self.begin_pos = self.end_pos = begin_pos
+        self._write_header()
+
     @classmethod
     def open(cls, path: str) -> KeyIndexFile:
         fd = os.open(path, os.O_RDWR)

@@ -57,9 +57,16 @@ class Ticket:
     result: AppendColumns | None = None
     error: BaseException | None = None
     target: int = 0
-    # released once: when the batch is answered, or to make its producer the next leader
+    # released when the batch is answered, and before that to make its producer the next
+    # leader (each release is matched by one acquire of the producer)
     wake: threading.Lock = field(default_factory=held_lock, repr=False, compare=False)
     leader: bool = False
+
+    def answer(self, error: BaseException | None = None) -> None:
+        """The batch is done (durable in sync mode) or failed: wake its producer."""
+        if error is not None and self.error is None:
+            self.error = error
+        self.wake.release()
 
 
 def check_batch_size(n: int) -> None:

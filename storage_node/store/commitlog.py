@@ -1,12 +1,14 @@
 """The commit log: one sequential log for all topics, with a double-buffered write cache.
 
 Appends (serialised by the store's append lock) place encoded records into the *active*
-cache buffer and decide segment boundaries. A flusher thread swaps the buffers, writes the
-full one with one ``writev`` per segment touched, fsyncs, and wakes the waiters: in ``sync``
-mode an append returns after the fsync that covers it, so every batch that arrived during
-one fsync shares the next one (group commit). In ``async`` mode the flusher runs when the
-cache reaches a count, byte or age threshold (seed 002). Reads of positions not yet in a
-file are served from the cache.
+cache buffer and decide segment boundaries. A flusher swaps the buffers, writes the full one
+with one ``writev`` per segment touched, fsyncs, and wakes the waiters: in ``sync`` mode an
+append returns after the fsync that covers it, so every batch that arrived during one fsync
+shares the next one (group commit). The store's group-commit leader writes its group with
+``write_behind`` and a syncer thread runs the fsync, so the next group is encoded while the
+device works. In ``async`` mode the flusher thread runs when the cache reaches a count, byte
+or age threshold (seed 002) and the syncer runs the policy's periodic fsyncs. Reads of
+positions not yet in a file are served from the cache.
 """
 
 from __future__ import annotations
@@ -90,7 +92,7 @@ class CommitLog:
         self._active_since = 0.0
         self._flushing: list[Chunk] = []
         self._waiters = 0
-        self._in_flush = False  # one writer at a time: the flusher thread or a leader waiter
+        self._in_flush = False  # one writer at a time: the flusher thread or a leader
         # async mode writes on every flush but fsyncs at most this often (and whenever
         # somebody waits for durability: checkpoint, close, flush()); sync mode always fsyncs
         self.fsync_interval = fsync_interval_ms / 1000.0
@@ -101,11 +103,13 @@ class CommitLog:
         self._write_fd: int | None = None
         self._write_seg = -1
         self._thread: threading.Thread | None = None
-        # async mode: the fsyncs the policy asks for run on their own thread, so the flusher
-        # keeps writing while the device works (a descriptor of its own, and the end it covers)
+        # fsyncs that run on their own thread while the writer goes on (async mode: the
+        # policy's periodic ones; sync mode: the group commit's), on a descriptor of its own
         self._syncer: threading.Thread | None = None
         self._sync_request: tuple[int, int] | None = None
         self._sync_asked = 0  # highest end handed to the syncer
+        self._sync_fd: int | None = None  # the syncer's duplicate of the write descriptor
+        self._stale_fds: list[int] = []  # duplicates of segments left behind, to close
         self.stats = {"flushes": 0, "fsyncs": 0, "bytes_written": 0}
         # recently read frames, already CRC-checked: consecutive reads of a partition find
         # their records in the same few frames. Replaced, never changed in place, so
@@ -147,11 +151,8 @@ class CommitLog:
             target=self._flush_loop, name="msgstore-flusher", daemon=True
         )
         self._thread.start()
-        if not self.sync_mode:
-            self._syncer = threading.Thread(
-                target=self._sync_loop, name="msgstore-syncer", daemon=True
-            )
-            self._syncer.start()
+        self._syncer = threading.Thread(target=self._sync_loop, name="msgstore-syncer", daemon=True)
+        self._syncer.start()
 
     # ---- append path (caller holds the store's append lock) ---------------------------
     def append(self, data: bytes | list[bytes], sizes: np.ndarray) -> np.ndarray:
@@ -282,7 +283,11 @@ class CommitLog:
                 while self.durable_end < target:
                     if self._error is not None:
                         raise self._error
-                    if not self._in_flush and (self._active or self.written_end > self.durable_end):
+                    if (
+                        not self._in_flush
+                        and self._sync_asked < target  # else the syncer is on it
+                        and (self._active or self.written_end > self.durable_end)
+                    ):
                         batch = self._take_locked()
                         cond.release()
                         try:
@@ -293,6 +298,23 @@ class CommitLog:
                     cond.wait(0.5)
             finally:
                 self._waiters -= 1
+
+    def write_behind(self) -> int:
+        """Write what the cache holds and hand its fsync to the syncer thread, without
+        waiting for the device; returns the end the fsync will cover (``wait_durable`` of
+        it follows). The sync-mode group commit pipelines with it: the next group is
+        encoded while this one's fsync runs."""
+        with self._cond:
+            while self._in_flush and self._error is None:
+                self._cond.wait(0.5)
+            if self._error is not None:
+                raise self._error
+            if not self._active:
+                return self.written_end
+            batch = self._take_locked()
+        if not self._flush_batch(batch, defer_sync=True):
+            raise self._error  # type: ignore[misc]
+        return batch[-1].pos + batch[-1].size
 
     def backpressure(self) -> None:
         """Keep the cache bounded: wait while the unflushed bytes exceed four flush sizes."""
@@ -319,20 +341,26 @@ class CommitLog:
         self._in_flush = True
         return batch
 
-    def _flush_batch(self, batch: list[Chunk]) -> bool:
+    def _flush_batch(self, batch: list[Chunk], defer_sync: bool = False) -> bool:
         """Write + fsync a taken batch outside the lock; False if the write failed.
 
         Somebody waiting for durability (sync mode, flush, checkpoint, close) gets the fsync
-        right here; the async policy's periodic fsync goes to the syncer thread instead."""
-        sync_now = self.sync_mode or self._waiters > 0 or self._closing
+        right here; the async policy's periodic fsync, and a deferred one, go to the syncer
+        thread instead."""
+        sync_now = not defer_sync and (self.sync_mode or self._waiters > 0 or self._closing)
         size = sum(c.size for c in batch)
-        sync_behind = not sync_now and (
-            time.monotonic() - self._last_fsync >= self.fsync_interval
-            or self.written_end + size - max(self.durable_end, self._sync_asked) >= self.fsync_bytes
+        unsynced = self.written_end + size - max(self.durable_end, self._sync_asked)
+        sync_behind = defer_sync or (
+            not sync_now
+            and (
+                time.monotonic() - self._last_fsync >= self.fsync_interval
+                or unsynced >= self.fsync_bytes
+            )
         )
         try:
             if batch:
-                self._write(batch, sync_now)
+                # starting writeback early pays when no fsync follows at once
+                self._write(batch, sync_now, writeback=not sync_now and not defer_sync)
             elif self._write_fd is not None:
                 os.fsync(self._write_fd)
                 self.stats["fsyncs"] += 1
@@ -370,19 +398,20 @@ class CommitLog:
             self._wake_all_locked()
 
     def _sync_later(self, end: int) -> None:
-        """(Flusher, after writing up to ``end``.) Hand the fsync to the syncer thread on a
-        descriptor of its own; a newer request replaces an older one (it covers it: a segment
-        that was left behind got its fsync when the flusher moved on)."""
-        fd = os.dup(self._write_fd)  # type: ignore[arg-type]
+        """(Writer, after writing up to ``end``.) Hand the fsync to the syncer thread, on a
+        duplicate of the write descriptor made once per segment (the writer may close its
+        own meanwhile); a newer request replaces an older one (it covers it: a segment that
+        was left behind got its fsync when the writer moved on)."""
         with self._cond:
-            old, self._sync_request = self._sync_request, (fd, end)
+            if self._sync_fd is None:
+                self._sync_fd = os.dup(self._write_fd)  # type: ignore[arg-type]
+            self._sync_request = (self._sync_fd, end)
             self._sync_asked = max(self._sync_asked, end)
             self._sync_cond.notify()
-        if old is not None:
-            os.close(old[0])
 
     def _sync_loop(self) -> None:
-        """Background fsyncs of the async policy (see ``_sync_later``)."""
+        """Background fsyncs (see ``_sync_later``). After an fsync it runs as little Python
+        as it can: every system call here hands the interpreter to another thread and back."""
         while True:
             with self._cond:
                 while self._sync_request is None:
@@ -396,12 +425,17 @@ class CommitLog:
             except OSError as exc:
                 self._fail(exc)
                 return
-            finally:
-                os.close(fd)
             with self._cond:
                 self.durable_end = max(self.durable_end, end)
                 self.stats["fsyncs"] += 1
                 self._cond.notify_all()
+                stale = self._stale_fds
+                if stale and (self._sync_request is None or self._sync_request[0] not in stale):
+                    self._stale_fds = []
+                else:
+                    stale = []
+            for old in stale:  # once per segment
+                os.close(old)
 
     def _flush_loop(self) -> None:
         """Background flushes: async thresholds, and whatever a closing log still holds."""
@@ -422,12 +456,12 @@ class CommitLog:
             if not self._flush_batch(batch):
                 return
 
-    def _write(self, batch: list[Chunk], sync_now: bool = True) -> None:
+    def _write(self, batch: list[Chunk], sync_now: bool = True, writeback: bool = False) -> None:
         """Write and fsync ``batch``; on failure cut every touched file back to where it was,
         so no record of a batch that was refused (e.g. disk full) survives into recovery."""
         touched: list[tuple[int, int]] = []
         try:
-            self._write_chunks(batch, touched, sync_now)
+            self._write_chunks(batch, touched, sync_now, writeback)
         except OSError:
             for fd_seg, size in touched:
                 path = os.path.join(self.dirs["unsealed"], segment_name(fd_seg))
@@ -438,7 +472,11 @@ class CommitLog:
             raise
 
     def _write_chunks(
-        self, batch: list[Chunk], touched: list[tuple[int, int]], sync_now: bool = True
+        self,
+        batch: list[Chunk],
+        touched: list[tuple[int, int]],
+        sync_now: bool = True,
+        writeback: bool = False,
     ) -> None:
         i = 0
         while i < len(batch):
@@ -466,7 +504,7 @@ class CommitLog:
                 if done != step:
                     write_all(self._write_fd, b"".join(group)[done:])
                 got += step
-            if not sync_now:  # the device starts now; the coming fsync finds little to do
+            if writeback:  # the device starts now; the coming fsync finds little to do
                 start_writeback(self._write_fd, batch[i].pos - seg, want)
             self.stats["bytes_written"] += want
             i = j
@@ -482,6 +520,10 @@ class CommitLog:
         self._write_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         fsync_dir(self.dirs["unsealed"])
         self._write_seg = seg
+        with self._cond:  # the syncer's duplicate follows the write descriptor
+            if self._sync_fd is not None:
+                self._stale_fds.append(self._sync_fd)
+                self._sync_fd = None
 
     # ---- reads -----------------------------------------------------------------------
     def _cached(self, pos: int) -> tuple[bytes, int] | None:
@@ -547,9 +589,10 @@ class CommitLog:
             self._thread.join()
         if self._syncer is not None:
             self._syncer.join()
-        if self._sync_request is not None:  # left by the flusher's last step: fsynced below
-            os.close(self._sync_request[0])
-            self._sync_request = None
+        self._sync_request = None  # left by the writer's last step: fsynced below
+        for fd in {*self._stale_fds, *([self._sync_fd] if self._sync_fd is not None else [])}:
+            os.close(fd)
+        self._stale_fds, self._sync_fd = [], None
         if self._write_fd is not None:
             try:
                 os.fsync(self._write_fd)

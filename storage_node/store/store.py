@@ -227,6 +227,7 @@ class Store:
             store.recovery_report = recover(store)
             store.log.start()
             store.checkpoint(clean=False)
+            store._prepare_spare()
         except BaseException:
             store._release()
             raise
@@ -274,6 +275,16 @@ class Store:
             os.close(self._lock_fd)  # drops the flock
             self._lock_fd = None
 
+    def _prepare_spare(self) -> None:
+        """The next key-index file, made before an append needs it (see KeyIndexSet). A
+        failure (no room) costs only that: the append that needs a file makes its own and
+        reports its error."""
+        try:
+            self.keyidx.prepare_spare()
+        except OSError as exc:
+            self.counters["spare_errors"] = self.counters.get("spare_errors", 0) + 1
+            self.counters["last_spare_error"] = str(exc)  # type: ignore[assignment]
+
     def _check_open(self) -> None:
         if self._closed:
             raise Unavailable("store is closed")
@@ -287,6 +298,7 @@ class Store:
         while not self._stop.wait(
             min(1.0, max(0.05, min(next_ckpt, next_life) - time.monotonic()))
         ):
+            self._prepare_spare()  # after an append took the last one
             now = time.monotonic()
             try:
                 if now >= next_life:
@@ -410,65 +422,107 @@ class Store:
         if not lead:
             ticket.wake.acquire()  # the one sleep of a producer: until answered, or to lead
         if lead or ticket.leader:
-            self._lead(ticket)
+            self._lead()
+            ticket.wake.acquire()  # until answered (its batch was in the first pass)
         if ticket.error is not None:
             raise ticket.error
         return ticket.result  # type: ignore[return-value]
 
-    def _lead(self, own: Ticket) -> None:
-        """Write every waiting batch (``own`` among them) in one pass, make the group durable
-        (sync mode) and wake its producers; then lead again while batches wait, up to
-        LEAD_ROUNDS passes, and hand the lead to a waiting producer after that.
+    def _lead(self) -> None:
+        """Write the waiting batches (the leader's own among them) pass after pass, up to
+        LEAD_ROUNDS passes, then hand the lead to a waiting producer.
 
-        Every producer sleeps once per batch and is woken once, and a leader goes from one
-        pass to the next without a hand-off: in this machine's threads a hand-off costs tens
-        of microseconds, more than encoding a hundred messages.
+        In sync mode the passes form a pipeline: a pass's group is written with
+        ``write_behind`` and the syncer thread fsyncs it while the next group is gathered and
+        encoded; its producers are answered once that fsync is done. Every producer sleeps
+        once per batch and is woken once, and a leader goes from one pass to the next
+        without a hand-off: in this machine's threads a hand-off costs tens of microseconds.
         """
-        for round_ in range(LEAD_ROUNDS):
-            if round_ and self.log.sync_mode:
-                # the producers just answered come straight back: a moment for them to
-                # queue (the one that completes the count wakes us) makes the pass bigger
-                with self._pending_lock:
-                    if len(self._pending) < self._last_group:
-                        self._want = self._last_group
-                        self._gathered.wait(GATHER_WAIT_S)
-                        self._want = 0
-            if not self._write_group(own):
-                return
-        with self._pending_lock:  # enough for one producer: the next one leads
-            if self._pending:
-                successor = self._pending[0]
-                successor.leader = True
-                successor.wake.release()
-            else:
-                self._leading = False
+        inflight: tuple[int, list[Ticket]] | None = None  # written, its fsync running
+        try:
+            for round_ in range(LEAD_ROUNDS):
+                if round_ and self.log.sync_mode:
+                    # the producers just answered come straight back: a moment for them to
+                    # queue (the one that completes the count wakes us) makes the pass bigger
+                    with self._pending_lock:
+                        if len(self._pending) < self._last_group:
+                            self._want = self._last_group
+                            self._gathered.wait(GATHER_WAIT_S)
+                            self._want = 0
+                group = self._write_group()
+                if inflight is not None:
+                    self._answer_durable(*inflight)
+                    inflight = None
+                if group is None:
+                    return
+                if self.log.sync_mode:
+                    inflight = self._write_behind(group)
+                else:
+                    for t in group:
+                        t.answer()
+            with self._pending_lock:  # enough for one producer: the next one leads
+                if self._pending:
+                    successor = self._pending[0]
+                    successor.leader = True
+                    successor.wake.release()
+                else:
+                    self._leading = False
+        finally:
+            if inflight is not None:
+                self._answer_durable(*inflight)
 
-    def _write_group(self, own: Ticket) -> bool:
-        """One pass for every waiting batch, its durability (sync mode), and its producers
-        woken; False (and the lead given up) when none waits. An error is each producer's
-        answer (``own``'s too), never the leader's to raise."""
+    def _write_group(self) -> list[Ticket] | None:
+        """One pass for every waiting batch; None (and the lead given up) when none waits.
+        An error is each producer's answer, never the leader's to raise."""
         group: list[Ticket] = []
         try:
             with self._lock:  # whatever queued while we waited for it joins the pass
                 with self._pending_lock:
                     group, self._pending = self._pending, []
-                    self._last_group = len(group)
                     if not group:
                         self._leading = False
-                        return False
+                        return None
                 self._append_tickets(group)
-            if self.log.sync_mode:
-                self.log.wait_durable(max(t.target for t in group))
-        except BaseException as exc:  # not written or not durable: nobody is answered
+        except BaseException as exc:  # not written: every producer hears of it
             for t in group:
                 t.error = t.error or exc
             if not isinstance(exc, Exception):
+                for t in group:
+                    t.answer()
                 raise
+        return group
+
+    def _write_behind(self, group: list[Ticket]) -> tuple[int, list[Ticket]] | None:
+        """Sync mode: write the group's bytes and start their fsync; a batch that failed
+        is answered now (it needs no fsync). Returns what ``_answer_durable`` awaits."""
+        waiting = []
+        for t in group:
+            if t.error is None:
+                waiting.append(t)
+            else:
+                t.answer()
+        if not waiting:
+            return None
+        target = max(t.target for t in waiting)
+        try:
+            self.log.write_behind()
+        except Exception as exc:  # not written: the wait below reports it to each of them
+            for t in waiting:
+                t.error = t.error or exc
+        return target, waiting
+
+    def _answer_durable(self, target: int, group: list[Ticket]) -> None:
+        """Wait until the group's bytes are fsynced, then answer its producers."""
+        self._last_group = len(group)
+        try:
+            if all(t.error is None for t in group):
+                self.log.wait_durable(target)
+        except Exception as exc:  # not durable: nobody is answered with a result
+            for t in group:
+                t.error = t.error or exc
         finally:
             for t in group:
-                if t is not own:
-                    t.wake.release()
-        return True
+                t.answer()
 
     def _append_tickets(self, tickets: list[Ticket]) -> None:
         """Write the waiting batches (append lock held): per topic, duplicates answered from

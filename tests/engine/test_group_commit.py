@@ -187,3 +187,36 @@ def test_a_saved_answer_is_not_doubled_by_replay(tmp_path) -> None:
         )
         assert again == second and len(again) == 7
         assert sum(n for _f, n in reopened.partition_offsets("orders")) == 12
+
+
+def test_sync_answers_only_after_the_fsync_that_covers_the_batch(tmp_path) -> None:
+    """Eight producers in sync mode: when an append returns, the log is durable past every
+    record of its batch (the group being fsynced and the next one being encoded overlap,
+    the answers do not run ahead of the disk)."""
+    store = Store.open(small_config(tmp_path / "d", flush_mode="sync", segment_bytes=1 << 20))
+    store.create_topic(TopicConfig("orders", 3))
+    failures: list[str] = []
+
+    def produce(p: int) -> None:
+        for b in range(60):
+            done = store.append_columns(
+                "orders",
+                [b"p%d-b%d-%d" % (p, b, i) for i in range(30)],
+                [f"k{i}" for i in range(30)],
+            )
+            durable = store.log.durable_end  # only ever grows: read right after the answer
+            ends = [
+                pos + size
+                for part, offset in zip(done.partitions, done.offsets, strict=True)
+                for pos, size, _tag in store.queue("orders", int(part)).entries(int(offset), 1)
+            ]
+            if max(ends) > durable:
+                failures.append(f"producer {p} batch {b}: answered at {durable}, ends {max(ends)}")
+
+    threads = [threading.Thread(target=produce, args=(p,)) for p in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    store.close()
+    assert failures == []

@@ -207,6 +207,7 @@ def populated(tmp_path_factory: pytest.TempPathFactory):
     store.commit_offset("g", TOPIC, 0, 3)
     assert store.sealed_files()
     store.checkpoint()  # index entries held in memory reach their files now, not mid-test
+    store.keyidx.prepare_spare()  # the next key-index file too (else made in the background)
     yield store, root
     store.close()
 
