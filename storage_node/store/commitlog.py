@@ -34,6 +34,13 @@ FRAME_CACHE = 16  # verified frames kept for reads
 NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
+def _log_error(exc: OSError) -> DiskFull | Unavailable:
+    """What appends and waiters are told after the log failed to write or sync."""
+    if exc.errno in NO_SPACE_ERRNOS:
+        return DiskFull(f"commit log write failed: {exc}")
+    return Unavailable(f"commit log write failed: {exc}")
+
+
 @dataclass(slots=True)
 class Chunk:
     pos: int  # log position of the first byte
@@ -387,15 +394,37 @@ class CommitLog:
 
     def _fail(self, exc: OSError) -> None:
         """Keep a failed write's or fsync's error; appends and waiters see it from now on."""
-        err = (
-            DiskFull(f"commit log write failed: {exc}")
-            if exc.errno in NO_SPACE_ERRNOS
-            else Unavailable(f"commit log write failed: {exc}")
-        )
         with self._cond:
-            self._error = err
+            self._error = _log_error(exc)
             self._in_flush = False
             self._wake_all_locked()
+
+    def _fail_deferred_sync(self, exc: OSError) -> None:
+        """(Syncer.) A deferred fsync failed. In sync mode the batches past the durable end
+        are answered with the error, so their bytes are cut from the files, as a failed
+        inline write is cut: recovery must not bring back a batch its producer was told
+        failed. (In async mode those batches were acknowledged already; they stay.)"""
+        with self._cond:
+            self._error = _log_error(exc)  # no new write starts from now on
+            while self._in_flush:  # one in progress finishes first
+                self._cond.wait(0.05)
+            durable = self.durable_end
+            cuts = [
+                (start, max(0, durable - start))
+                for i, start in enumerate(self.starts)
+                if isinstance(self.segments[start], RawSegment)
+                and (i + 1 == len(self.starts) or self.starts[i + 1] > durable)
+            ]
+            self._wake_all_locked()
+        if not self.sync_mode:
+            return
+        for start, size in cuts:
+            try:
+                os.truncate(os.path.join(self.dirs["unsealed"], segment_name(start)), size)
+            except FileNotFoundError:
+                pass  # never written
+            except OSError:
+                pass  # recovery still truncates a torn tail at the last whole record
 
     def _sync_later(self, end: int) -> None:
         """(Writer, after writing up to ``end``.) Hand the fsync to the syncer thread, on a
@@ -423,7 +452,7 @@ class CommitLog:
             try:
                 os.fsync(fd)
             except OSError as exc:
-                self._fail(exc)
+                self._fail_deferred_sync(exc)
                 return
             with self._cond:
                 self.durable_end = max(self.durable_end, end)
