@@ -422,13 +422,13 @@ class Store:
         if not lead:
             ticket.wake.acquire()  # the one sleep of a producer: until answered, or to lead
         if lead or ticket.leader:
-            self._lead()
+            self._lead(ticket)
             ticket.wake.acquire()  # until answered (its batch was in the first pass)
         if ticket.error is not None:
             raise ticket.error
         return ticket.result  # type: ignore[return-value]
 
-    def _lead(self) -> None:
+    def _lead(self, own: Ticket) -> None:
         """Write the waiting batches (the leader's own among them) pass after pass, up to
         LEAD_ROUNDS passes, then hand the lead to a waiting producer.
 
@@ -451,7 +451,7 @@ class Store:
                             self._want = 0
                 group = self._write_group()
                 if inflight is not None:
-                    self._answer_durable(*inflight)
+                    self._answer_durable(*inflight, own)
                     inflight = None
                 if group is None:
                     return
@@ -469,7 +469,7 @@ class Store:
                     self._leading = False
         finally:
             if inflight is not None:
-                self._answer_durable(*inflight)
+                self._answer_durable(*inflight, own)
 
     def _write_group(self) -> list[Ticket] | None:
         """One pass for every waiting batch; None (and the lead given up) when none waits.
@@ -511,9 +511,10 @@ class Store:
                 t.error = t.error or exc
         return target, waiting
 
-    def _answer_durable(self, target: int, group: list[Ticket]) -> None:
-        """Wait until the group's bytes are fsynced, then answer its producers."""
-        self._last_group = len(group)
+    def _answer_durable(self, target: int, group: list[Ticket], own: Ticket) -> None:
+        """Wait until the group's bytes are fsynced, then answer its producers (the next
+        gather waits for those that can come back: not the leader's own, it is leading)."""
+        self._last_group = len(group) - any(t is own for t in group)
         try:
             if all(t.error is None for t in group):
                 self.log.wait_durable(target)
