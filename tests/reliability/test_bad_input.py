@@ -199,7 +199,11 @@ def state_of(store: Store, root: Path) -> dict[str, object]:
 @pytest.fixture(scope="module")
 def populated(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("bad-input")
-    store = Store.open(small_config(root / "data", max_message_bytes=MAX_MESSAGE))
+    # no periodic checkpoint while the module runs (it takes longer than the default 10 s
+    # under load): its temporary file would show up in a state taken at that moment
+    store = Store.open(
+        small_config(root / "data", max_message_bytes=MAX_MESSAGE, checkpoint_interval_s=3600)
+    )
     store.create_topic(TopicConfig(name=TOPIC, partitions=2))
     for batch in range(4):
         store.append(TOPIC, [good(b"v%d-%d" % (batch, i) * 50, key=f"k{i}") for i in range(40)])
