@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -37,10 +39,40 @@ class NodeProcess:
     log: str
 
 
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+LOWEST_PORT = 10000
+
+
+def free_port(host: str = "127.0.0.1", taken: Collection[int] = ()) -> int:
+    """A port free on ``host`` now, for a server started a moment later (not in ``taken``).
+
+    It is chosen at random below the kernel's ephemeral range: a port from that range (the
+    one ``bind(0)`` picks from) can be taken by any outgoing connection between this check
+    and the server's own bind, as seen in a test run; one below it only by another
+    listener.
+    """
+    low = _ephemeral_low()
+    for _ in range(500 if low - LOWEST_PORT > 1000 else 0):
+        port = random.randrange(LOWEST_PORT, low)
+        if port in taken:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # no room below the range
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def _ephemeral_low() -> int:
+    """First port of the kernel's ephemeral range (Linux; 32768 elsewhere)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as fh:
+            return int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def _alive(pid: int) -> bool:
@@ -157,7 +189,8 @@ class LocalCluster:
         self.extra_args = list(extra_args or [])
         self.nodes = []
         for i in range(nodes):
-            port = base_port + i if base_port else _free_port(self.host)
+            taken = {n.port for n in self.nodes}
+            port = base_port + i if base_port else free_port(self.host, taken)
             node_dir = self.dir / f"node-{i}"
             node_dir.mkdir(exist_ok=True)
             self.nodes.append(

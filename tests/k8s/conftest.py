@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -20,6 +19,8 @@ import pytest
 import yaml
 from cluster_tools import K8sCluster
 from fixtures_controlplane import require_binary
+
+from storage_node.local import free_port
 
 FAKE_NODE_COUNT = 3
 PORT_OPTIONS = (
@@ -35,17 +36,11 @@ HERE = Path(__file__).resolve().parent
 
 
 def _distinct_free_ports(count: int) -> list[int]:
-    """Loopback ports the OS picked, all different (the sockets are held open together)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [int(sock.getsockname()[1]) for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
+    """Free loopback ports, all different (see ``storage_node.local.free_port``)."""
+    ports: list[int] = []
+    for _ in range(count):
+        ports.append(free_port("127.0.0.1", ports))
+    return ports
 
 
 def _kwokctl_config(bin_dir: Path) -> dict[str, Any]:

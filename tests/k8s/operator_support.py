@@ -18,6 +18,8 @@ from typing import Any
 
 from cluster_tools import K8sCluster
 
+from storage_node.local import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 CRD_PATH = REPO / "crds" / "messagestore.yaml"
 CRD_NAME = "messagestores.msgstore.io"
@@ -26,11 +28,7 @@ STATUS_INTERVAL_S = "2"
 
 
 def pick_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_port()
 
 
 def install_crd(cluster: K8sCluster) -> None:
