@@ -35,13 +35,13 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from storage_node.local import free_port  # noqa: E402
 from storage_node.server.batch_codec import (  # noqa: E402
     CONTENT_TYPE,
     decode_read_answer,
     encode_batch,
 )
 from storage_node.store import MessageIn, Store, StoreConfig, TopicConfig  # noqa: E402
-from tests.conftest import pick_free_port  # noqa: E402
 
 VALUE_BYTES = 100
 
@@ -74,7 +74,7 @@ def inprocess(messages: int, batch: int, workdir: Path) -> float:
 class Node:
     def __init__(self, workdir: Path) -> None:
         self.dir = workdir / f"node-{time.monotonic_ns()}"
-        self.port = pick_free_port()
+        self.port = free_port()
         self.address = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "MSGSTORE_LIFECYCLE_INTERVAL_S": "0"}
         self.proc = subprocess.Popen(

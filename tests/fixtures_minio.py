@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 from fixtures_controlplane import require_binary
 
+from storage_node.local import free_port
+
 STARTUP_LIMIT_SECONDS = 60.0
 
 
@@ -138,12 +140,12 @@ class MinioServer:
 
 
 @pytest.fixture
-def minio_server(tmp_path_factory: pytest.TempPathFactory, free_port: int) -> Iterator[MinioServer]:
+def minio_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MinioServer]:
     """A fresh MinIO server for one test; never skipped when MinIO cannot be built."""
     binary = require_binary("minio")
     root = tmp_path_factory.mktemp("minio")
     server = MinioServer(
-        binary=binary, data_dir=root / "data", log_path=root / "minio.log", port=free_port
+        binary=binary, data_dir=root / "data", log_path=root / "minio.log", port=free_port()
     )
     try:
         server.start()

@@ -62,10 +62,8 @@ class Ticket:
     wake: threading.Lock = field(default_factory=held_lock, repr=False, compare=False)
     leader: bool = False
 
-    def answer(self, error: BaseException | None = None) -> None:
-        """The batch is done (durable in sync mode) or failed: wake its producer."""
-        if error is not None and self.error is None:
-            self.error = error
+    def answer(self) -> None:
+        """The batch is done (durable in sync mode) or failed (``error``): wake its producer."""
         self.wake.release()
 
 

@@ -306,22 +306,20 @@ class CommitLog:
             finally:
                 self._waiters -= 1
 
-    def write_behind(self) -> int:
+    def write_behind(self) -> None:
         """Write what the cache holds and hand its fsync to the syncer thread, without
-        waiting for the device; returns the end the fsync will cover (``wait_durable`` of
-        it follows). The sync-mode group commit pipelines with it: the next group is
-        encoded while this one's fsync runs."""
+        waiting for the device (``wait_durable`` follows). The sync-mode group commit
+        pipelines with it: the next group is encoded while this one's fsync runs."""
         with self._cond:
             while self._in_flush and self._error is None:
                 self._cond.wait(0.5)
             if self._error is not None:
                 raise self._error
             if not self._active:
-                return self.written_end
+                return
             batch = self._take_locked()
         if not self._flush_batch(batch, defer_sync=True):
             raise self._error  # type: ignore[misc]
-        return batch[-1].pos + batch[-1].size
 
     def backpressure(self) -> None:
         """Keep the cache bounded: wait while the unflushed bytes exceed four flush sizes."""
@@ -408,23 +406,16 @@ class CommitLog:
             self._error = _log_error(exc)  # no new write starts from now on
             while self._in_flush:  # one in progress finishes first
                 self._cond.wait(0.05)
-            durable = self.durable_end
+            durable, starts = self.durable_end, self.starts
             cuts = [
                 (start, max(0, durable - start))
-                for i, start in enumerate(self.starts)
-                if isinstance(self.segments[start], RawSegment)
-                and (i + 1 == len(self.starts) or self.starts[i + 1] > durable)
+                for i, start in enumerate(starts)
+                if self.sync_mode
+                and isinstance(self.segments[start], RawSegment)
+                and (i + 1 == len(starts) or starts[i + 1] > durable)
             ]
             self._wake_all_locked()
-        if not self.sync_mode:
-            return
-        for start, size in cuts:
-            try:
-                os.truncate(os.path.join(self.dirs["unsealed"], segment_name(start)), size)
-            except FileNotFoundError:
-                pass  # never written
-            except OSError:
-                pass  # recovery still truncates a torn tail at the last whole record
+        self._cut_back(cuts)
 
     def _sync_later(self, end: int) -> None:
         """(Writer, after writing up to ``end``.) Hand the fsync to the syncer thread, on a
@@ -492,13 +483,16 @@ class CommitLog:
         try:
             self._write_chunks(batch, touched, sync_now, writeback)
         except OSError:
-            for fd_seg, size in touched:
-                path = os.path.join(self.dirs["unsealed"], segment_name(fd_seg))
-                try:
-                    os.truncate(path, size)
-                except OSError:
-                    pass  # recovery still truncates a torn tail at the last whole record
+            self._cut_back(touched)
             raise
+
+    def _cut_back(self, cuts: list[tuple[int, int]]) -> None:
+        """Truncate unsealed segments (start, size) to what may survive into recovery."""
+        for start, size in cuts:
+            try:
+                os.truncate(os.path.join(self.dirs["unsealed"], segment_name(start)), size)
+            except OSError:  # never written, or still failing: recovery truncates a torn
+                pass  # tail at the last whole record anyway
 
     def _write_chunks(
         self,
@@ -619,7 +613,7 @@ class CommitLog:
         if self._syncer is not None:
             self._syncer.join()
         self._sync_request = None  # left by the writer's last step: fsynced below
-        for fd in {*self._stale_fds, *([self._sync_fd] if self._sync_fd is not None else [])}:
+        for fd in self._stale_fds + ([] if self._sync_fd is None else [self._sync_fd]):
             os.close(fd)
         self._stale_fds, self._sync_fd = [], None
         if self._write_fd is not None:

@@ -3,8 +3,9 @@
 Appends go to the one active unsealed IndexFile; when it is full it is sealed and a new one
 starts, taken from a spare made ahead of need (as RocketMQ pre-allocates its next mapped
 file): making one faults in its slot table, tens of milliseconds that would otherwise stall
-the append that needs it. Lookups walk the files newest first, choosing a file when its [begin, end] time
-range overlaps the query, and the caller stops as soon as max_count is met.
+the append that needs it. Lookups walk the files newest first, choosing a file when its
+[begin, end] time range overlaps the query, and the caller stops as soon as max_count is
+met.
 """
 
 from __future__ import annotations

@@ -27,10 +27,6 @@ STORAGE_CLASS = "msgstore-test"
 STATUS_INTERVAL_S = "2"
 
 
-def pick_port() -> int:
-    return free_port()
-
-
 def install_crd(cluster: K8sCluster) -> None:
     cluster.run_kubectl("apply", "--server-side", "-f", str(CRD_PATH))
     cluster.run_kubectl(
@@ -53,7 +49,7 @@ class OperatorProcess:
         self.liveness_url = ""
 
     def start(self) -> None:
-        port = pick_port()
+        port = free_port()
         self.liveness_url = f"http://127.0.0.1:{port}/healthz"
         env = dict(self.cluster.env)
         env["MSGSTORE_OPERATOR_INTERVAL_S"] = STATUS_INTERVAL_S

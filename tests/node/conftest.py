@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from storage_node.local import LocalCluster
-from tests.conftest import pick_free_port
+from storage_node.local import LocalCluster, free_port
 
 
 class NodeProcess:
@@ -26,7 +25,7 @@ class NodeProcess:
         self.data_dir = data_dir
         self.env = dict(env or {})
         self.args = list(args or [])
-        self.port = pick_free_port()
+        self.port = free_port()
         self.address = f"http://127.0.0.1:{self.port}"
         self.log = data_dir / "node.log"
         self.proc: subprocess.Popen[bytes] | None = None
