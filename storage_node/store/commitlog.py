@@ -4,11 +4,10 @@ Appends (serialised by the store's append lock) place encoded records into the *
 cache buffer and decide segment boundaries. A flusher swaps the buffers, writes the full one
 with one ``writev`` per segment touched, fsyncs, and wakes the waiters: in ``sync`` mode an
 append returns after the fsync that covers it, so every batch that arrived during one fsync
-shares the next one (group commit). The store's group-commit leader writes its group with
-``write_behind`` and a syncer thread runs the fsync, so the next group is encoded while the
-device works. In ``async`` mode the flusher thread runs when the cache reaches a count, byte
-or age threshold (seed 002) and the syncer runs the policy's periodic fsyncs. Reads of
-positions not yet in a file are served from the cache.
+shares the next one (group commit); the store's group-commit leader writes and fsyncs its
+group itself (``wait_durable``). In ``async`` mode the flusher thread runs when the cache
+reaches a count, byte or age threshold (seed 002) and a syncer thread runs the policy's
+periodic fsyncs. Reads of positions not yet in a file are served from the cache.
 """
 
 from __future__ import annotations
@@ -306,21 +305,6 @@ class CommitLog:
             finally:
                 self._waiters -= 1
 
-    def write_behind(self) -> None:
-        """Write what the cache holds and hand its fsync to the syncer thread, without
-        waiting for the device (``wait_durable`` follows). The sync-mode group commit
-        pipelines with it: the next group is encoded while this one's fsync runs."""
-        with self._cond:
-            while self._in_flush and self._error is None:
-                self._cond.wait(0.5)
-            if self._error is not None:
-                raise self._error
-            if not self._active:
-                return
-            batch = self._take_locked()
-        if not self._flush_batch(batch, defer_sync=True):
-            raise self._error  # type: ignore[misc]
-
     def backpressure(self) -> None:
         """Keep the cache bounded: wait while the unflushed bytes exceed four flush sizes."""
         limit = max(4 * self.max_bytes, 64 << 20)
@@ -346,26 +330,22 @@ class CommitLog:
         self._in_flush = True
         return batch
 
-    def _flush_batch(self, batch: list[Chunk], defer_sync: bool = False) -> bool:
+    def _flush_batch(self, batch: list[Chunk]) -> bool:
         """Write + fsync a taken batch outside the lock; False if the write failed.
 
         Somebody waiting for durability (sync mode, flush, checkpoint, close) gets the fsync
-        right here; the async policy's periodic fsync, and a deferred one, go to the syncer
-        thread instead."""
-        sync_now = not defer_sync and (self.sync_mode or self._waiters > 0 or self._closing)
+        right here; the async policy's periodic fsync goes to the syncer thread instead."""
+        sync_now = self.sync_mode or self._waiters > 0 or self._closing
         size = sum(c.size for c in batch)
         unsynced = self.written_end + size - max(self.durable_end, self._sync_asked)
-        sync_behind = defer_sync or (
-            not sync_now
-            and (
-                time.monotonic() - self._last_fsync >= self.fsync_interval
-                or unsynced >= self.fsync_bytes
-            )
+        sync_behind = not sync_now and (
+            time.monotonic() - self._last_fsync >= self.fsync_interval
+            or unsynced >= self.fsync_bytes
         )
         try:
             if batch:
                 # starting writeback early pays when no fsync follows at once
-                self._write(batch, sync_now, writeback=not sync_now and not defer_sync)
+                self._write(batch, sync_now, writeback=not sync_now)
             elif self._write_fd is not None:
                 os.fsync(self._write_fd)
                 self.stats["fsyncs"] += 1
@@ -398,24 +378,13 @@ class CommitLog:
             self._wake_all_locked()
 
     def _fail_deferred_sync(self, exc: OSError) -> None:
-        """(Syncer.) A deferred fsync failed. In sync mode the batches past the durable end
-        are answered with the error, so their bytes are cut from the files, as a failed
-        inline write is cut: recovery must not bring back a batch its producer was told
-        failed. (In async mode those batches were acknowledged already; they stay.)"""
+        """(Syncer.) A periodic fsync of the async policy failed: keep its error, so appends
+        and waiters see it from now on. Its batches were acknowledged already; they stay.
+        A write in progress is the writer's own to finish (only a sync-mode fsync, which
+        runs inline in ``_write``, answers batches with its error, and cuts them)."""
         with self._cond:
-            self._error = _log_error(exc)  # no new write starts from now on
-            while self._in_flush:  # one in progress finishes first
-                self._cond.wait(0.05)
-            durable, starts = self.durable_end, self.starts
-            cuts = [
-                (start, max(0, durable - start))
-                for i, start in enumerate(starts)
-                if self.sync_mode
-                and isinstance(self.segments[start], RawSegment)
-                and (i + 1 == len(starts) or starts[i + 1] > durable)
-            ]
+            self._error = _log_error(exc)
             self._wake_all_locked()
-        self._cut_back(cuts)
 
     def _sync_later(self, end: int) -> None:
         """(Writer, after writing up to ``end``.) Hand the fsync to the syncer thread, on a

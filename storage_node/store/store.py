@@ -422,54 +422,52 @@ class Store:
         if not lead:
             ticket.wake.acquire()  # the one sleep of a producer: until answered, or to lead
         if lead or ticket.leader:
-            self._lead(ticket)
+            self._lead()
             ticket.wake.acquire()  # until answered (its batch was in the first pass)
         if ticket.error is not None:
             raise ticket.error
         return ticket.result  # type: ignore[return-value]
 
-    def _lead(self, own: Ticket) -> None:
-        """Write the waiting batches (the leader's own among them) pass after pass, up to
-        LEAD_ROUNDS passes, then hand the lead to a waiting producer.
+    def _lead(self) -> None:
+        """Write the waiting batches, the leader's own among them, and hand the lead on.
 
-        In sync mode the passes form a pipeline: a pass's group is written with
-        ``write_behind`` and the syncer thread fsyncs it while the next group is gathered and
-        encoded; its producers are answered once that fsync is done. Every producer sleeps
-        once per batch and is woken once, and a leader goes from one pass to the next
-        without a hand-off: in this machine's threads a hand-off costs tens of microseconds.
+        Async mode: pass after pass, up to LEAD_ROUNDS, each group answered once written.
+        Sync mode (group commit): one pass, one write and one fsync for the whole group,
+        then the group is answered and the lead goes to a waiting producer. A producer that
+        kept leading could not produce, so its next batch would miss the next group and
+        travel alone (measured: two passes and two fsyncs per round of eight producers
+        instead of one). The next leader gives the producers just answered a moment to
+        queue (``_gather``), so a group holds one batch of every producer.
         """
-        inflight: tuple[int, list[Ticket]] | None = None  # written, its fsync running
-        try:
-            for round_ in range(LEAD_ROUNDS):
-                if round_ and self.log.sync_mode:
-                    # the producers just answered come straight back: a moment for them to
-                    # queue (the one that completes the count wakes us) makes the pass bigger
-                    with self._pending_lock:
-                        if len(self._pending) < self._last_group:
-                            self._want = self._last_group
-                            self._gathered.wait(GATHER_WAIT_S)
-                            self._want = 0
-                group = self._write_group()
-                if inflight is not None:
-                    self._answer_durable(*inflight, own)
-                    inflight = None
-                if group is None:
-                    return
-                if self.log.sync_mode:
-                    inflight = self._write_behind(group)
-                else:
-                    for t in group:
-                        t.answer()
-            with self._pending_lock:  # enough for one producer: the next one leads
-                if self._pending:
-                    successor = self._pending[0]
-                    successor.leader = True
-                    successor.wake.release()
-                else:
-                    self._leading = False
-        finally:
-            if inflight is not None:
-                self._answer_durable(*inflight, own)
+        sync = self.log.sync_mode
+        for _ in range(1 if sync else LEAD_ROUNDS):
+            if sync:
+                self._gather()
+            group = self._write_group()
+            if group is None:
+                return
+            if sync:
+                self._answer_durable(group)
+            else:
+                for t in group:
+                    t.answer()
+        with self._pending_lock:
+            if self._pending:
+                successor = self._pending[0]
+                successor.leader = True
+                successor.wake.release()
+            else:
+                self._leading = False
+
+    def _gather(self) -> None:
+        """(Sync leader.) Wait, GATHER_WAIT_S at most, until as many batches queue as the
+        last group held: its producers were just answered and come straight back (the one
+        that completes the count wakes us). A lone producer never waits."""
+        with self._pending_lock:
+            if len(self._pending) < self._last_group:
+                self._want = self._last_group
+                self._gathered.wait(GATHER_WAIT_S)
+                self._want = 0
 
     def _write_group(self) -> list[Ticket] | None:
         """One pass for every waiting batch; None (and the lead given up) when none waits.
@@ -492,34 +490,16 @@ class Store:
                 raise
         return group
 
-    def _write_behind(self, group: list[Ticket]) -> tuple[int, list[Ticket]] | None:
-        """Sync mode: write the group's bytes and start their fsync; a batch that failed
-        is answered now (it needs no fsync). Returns what ``_answer_durable`` awaits."""
-        waiting = []
-        for t in group:
-            if t.error is None:
-                waiting.append(t)
-            else:
-                t.answer()
-        if not waiting:
-            return None
-        target = max(t.target for t in waiting)
+    def _answer_durable(self, group: list[Ticket]) -> None:
+        """(Sync mode.) Write and fsync the group's bytes, one write and one fsync for all
+        of them, then answer its producers; a batch that failed needs no fsync."""
+        self._last_group = len(group)
+        waiting = [t for t in group if t.error is None]
         try:
-            self.log.write_behind()
-        except Exception as exc:  # not written: the wait below reports it to each of them
-            for t in waiting:
-                t.error = t.error or exc
-        return target, waiting
-
-    def _answer_durable(self, target: int, group: list[Ticket], own: Ticket) -> None:
-        """Wait until the group's bytes are fsynced, then answer its producers (the next
-        gather waits for those that can come back: not the leader's own, it is leading)."""
-        self._last_group = len(group) - any(t is own for t in group)
-        try:
-            if all(t.error is None for t in group):
-                self.log.wait_durable(target)
+            if waiting:
+                self.log.wait_durable(max(t.target for t in waiting))
         except Exception as exc:  # not durable: nobody is answered with a result
-            for t in group:
+            for t in waiting:
                 t.error = t.error or exc
         finally:
             for t in group:

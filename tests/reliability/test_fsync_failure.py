@@ -3,15 +3,14 @@ ENOSPC): in sync mode the batches it should have made durable are answered with 
 and cut from the log, so neither the in-place resume nor a restart brings them back, and
 every batch acknowledged before stays.
 
-The fsync of the group commit runs on the commit log's syncer thread; the failure is
-injected there only (every other fsync, e.g. of checkpoints, is the real one).
+The failure is injected into the fsync of a commit-log segment only (every other fsync,
+e.g. of checkpoints and index files, is the real one).
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import threading
 
 import pytest
 
@@ -21,8 +20,13 @@ from storage_node.store import Store, TopicConfig
 from .support import small_config
 
 
-class FailingSyncerFsync:
-    """``os.fsync`` that fails with EIO on the syncer thread once armed, once."""
+def is_log_segment(fd: int) -> bool:
+    path = os.readlink(f"/proc/self/fd/{fd}")
+    return os.path.basename(os.path.dirname(os.path.dirname(path))) == "commitlog"
+
+
+class FailingLogFsync:
+    """``os.fsync`` that fails with EIO on a commit-log segment once armed, once."""
 
     def __init__(self) -> None:
         self.real = os.fsync
@@ -30,7 +34,7 @@ class FailingSyncerFsync:
         self.failed = 0
 
     def __call__(self, fd: int) -> None:
-        if self.armed and threading.current_thread().name == "msgstore-syncer":
+        if self.armed and is_log_segment(fd):
             self.armed = False
             self.failed += 1
             raise OSError(errno.EIO, "injected fsync failure")
@@ -38,8 +42,8 @@ class FailingSyncerFsync:
 
 
 @pytest.fixture
-def failing_fsync(monkeypatch: pytest.MonkeyPatch) -> FailingSyncerFsync:
-    fake = FailingSyncerFsync()
+def failing_fsync(monkeypatch: pytest.MonkeyPatch) -> FailingLogFsync:
+    fake = FailingLogFsync()
     monkeypatch.setattr(os, "fsync", fake)
     return fake
 
@@ -49,7 +53,7 @@ def values(tag: str, n: int = 20) -> list[bytes]:
 
 
 def test_a_failed_group_fsync_loses_nothing_acknowledged_and_keeps_nothing_refused(
-    tmp_path, failing_fsync: FailingSyncerFsync
+    tmp_path, failing_fsync: FailingLogFsync
 ) -> None:
     config = small_config(tmp_path / "d", flush_mode="sync")
     store = Store.open(config)
