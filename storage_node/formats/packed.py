@@ -244,18 +244,8 @@ class PackedBatch:
         partitions: Sequence[int | None] | None = None,
     ) -> PackedBatch:
         """Pack parallel lists (None = not given for all); typed errors for wrong types."""
-        if not isinstance(values, list | tuple):
-            raise InvalidBatch("values must be a list of bytes")
+        check_list_shapes(values, (keys, tags, msg_ids, timestamps, partitions))
         n = len(values)
-        for name, column in (
-            ("keys", keys),
-            ("tags", tags),
-            ("msg_ids", msg_ids),
-            ("timestamps", timestamps),
-            ("partitions", partitions),
-        ):
-            if column is not None and (not isinstance(column, list | tuple) or len(column) != n):
-                raise InvalidBatch(f"{name} must be a list as long as values ({n})")
         try:
             lens = np.fromiter(map(len, values), np.int64, n)
         except TypeError:
@@ -281,6 +271,63 @@ class PackedBatch:
             timestamps=_int_column(timestamps, n, "timestamp"),
             partitions=_int_column(partitions, n, "partition"),
         )
+
+
+LIST_COLUMNS = ("keys", "tags", "msg_ids", "timestamps", "partitions")
+
+
+def check_list_shapes(values: object, columns: Sequence[object]) -> None:
+    """Values a list, every given column (in LIST_COLUMNS order) a list as long as it."""
+    if not isinstance(values, list | tuple):
+        raise InvalidBatch("values must be a list of bytes")
+    n = len(values)
+    for name, column in zip(LIST_COLUMNS, columns, strict=True):
+        if column is not None and (not isinstance(column, list | tuple) or len(column) != n):
+            raise InvalidBatch(f"{name} must be a list as long as values ({n})")
+
+
+@dataclass
+class ListBatch:
+    """A batch still as the caller's parallel lists (shapes checked, contents not yet).
+
+    Concurrent producers' batches are packed together, with one ``from_lists`` for the
+    whole group (``pack_batches``), by the thread that writes them: each producer then does
+    almost nothing between its wake-up and its next sleep, and the group pays the per-call
+    cost of packing once (eight producers in ``sync`` mode: +17% in interleaved runs)."""
+
+    values: Sequence[bytes]
+    columns: tuple[Sequence[object] | None, ...]  # in LIST_COLUMNS order, None = not given
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def pack(self) -> PackedBatch:
+        return PackedBatch.from_lists(self.values, *self.columns)  # type: ignore[arg-type]
+
+
+def pack_batches(batches: Sequence[PackedBatch | ListBatch]) -> PackedBatch:
+    """Several batches back to back as one packed batch: lists are joined and packed once,
+    packed batches are concatenated. A content error names an index of the joined batch:
+    the caller packs the batches one by one to find whose it is."""
+    if len(batches) == 1:
+        only = batches[0]
+        return only.pack() if isinstance(only, ListBatch) else only
+    if not all(isinstance(b, ListBatch) for b in batches):
+        return merge_batches([b.pack() if isinstance(b, ListBatch) else b for b in batches])
+    values: list[bytes] = []
+    for b in batches:
+        values.extend(b.values)  # type: ignore[union-attr]
+    columns: list[list[object] | None] = []
+    for i in range(len(LIST_COLUMNS)):
+        given = [b.columns[i] for b in batches]  # type: ignore[union-attr]
+        if all(c is None for c in given):
+            columns.append(None)
+            continue
+        joined: list[object] = []
+        for b, c in zip(batches, given, strict=True):
+            joined.extend([None] * len(b) if c is None else c)
+        columns.append(joined)
+    return PackedBatch.from_lists(values, *columns)  # type: ignore[arg-type]
 
 
 def merge_batches(batches: Sequence[PackedBatch]) -> PackedBatch:

@@ -16,7 +16,7 @@ import numpy as np
 
 from storage_node.errors import InvalidArgument, InvalidBatch, MessageTooLarge, NotOwner
 from storage_node.formats.msgid import MessageId, parse_msg_id
-from storage_node.formats.packed import PackedBatch, PackedColumn, filled
+from storage_node.formats.packed import ListBatch, PackedBatch, PackedColumn, filled
 from storage_node.formats.record import MAX_KEY_BYTES, MAX_MSG_ID_BYTES, MAX_TAG_BYTES
 from storage_node.store.types import AppendColumns, TopicConfig
 
@@ -50,7 +50,7 @@ class Ticket:
     """One producer's prepared batch waiting to be written, and what became of it."""
 
     cfg: TopicConfig
-    batch: PackedBatch
+    batch: PackedBatch | ListBatch  # lists are packed by the writer, with the group's others
     allowed: Sequence[int] | None
     producer_id: str | None
     sequence: int | None

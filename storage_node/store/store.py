@@ -37,7 +37,13 @@ from storage_node.errors import (
 from storage_node.formats.checkpoint import Checkpoint
 from storage_node.formats.keyhash import key_hash
 from storage_node.formats.msgid import MS_PER_HOUR, ip_to_int, numbered_ids, parse_msg_id
-from storage_node.formats.packed import PackedBatch, PackedColumn, merge_batches
+from storage_node.formats.packed import (
+    ListBatch,
+    PackedBatch,
+    PackedColumn,
+    check_list_shapes,
+    pack_batches,
+)
 from storage_node.formats.queue_index import ENTRY_DTYPE, QueueIndex, tag_hash, tag_hashes
 from storage_node.formats.record import (
     MAX_PRODUCER_BYTES,
@@ -385,12 +391,14 @@ class Store:
         """``append`` of a batch given as parallel lists (None = not given for all).
 
         Same validation, durability and idempotency as ``append``; no object is made per
-        message: the lists are packed into columns and the batch is encoded as arrays.
+        message: the lists are packed into columns (by the writing thread, together with
+        the batches of concurrent producers) and the batch is encoded as arrays.
         """
-        self._check_open()
-        self.topics.get(topic)
-        batch = PackedBatch.from_lists(values, keys, tags, msg_ids, timestamps, partitions)
-        return self.append_packed(topic, batch, producer_id, sequence, partitions_allowed)
+        columns = (keys, tags, msg_ids, timestamps, partitions)
+        check_list_shapes(values, columns)
+        return self._append_batch(
+            topic, ListBatch(values, columns), producer_id, sequence, partitions_allowed
+        )
 
     def append_packed(
         self,
@@ -407,9 +415,20 @@ class Store:
         encoding and indexing and one write for all of them, each keeping its own frames,
         results, errors and idempotency entry. Producers then share the fsync as well.
         """
-        cfg = self._start_append(topic, producer_id, sequence)
         if not isinstance(batch, PackedBatch):
             raise InvalidBatch("append_packed takes a PackedBatch")
+        return self._append_batch(topic, batch, producer_id, sequence, partitions_allowed)
+
+    def _append_batch(
+        self,
+        topic: str,
+        batch: PackedBatch | ListBatch,
+        producer_id: str | None,
+        sequence: int | None,
+        partitions_allowed: Sequence[int] | None,
+    ) -> AppendColumns:
+        """Queue a batch for the group commit and sleep until it is answered (or leads)."""
+        cfg = self._start_append(topic, producer_id, sequence)
         check_batch_size(len(batch))
         ticket = Ticket(cfg, batch, partitions_allowed, producer_id, sequence)
         self.log.backpressure()
@@ -611,19 +630,20 @@ class Store:
         limit = self.config.max_message_bytes
         if len(tickets) > 1 and all(t.allowed is None for t in tickets):
             try:
-                return tickets, prepare(cfg, merge_batches([t.batch for t in tickets]), None, limit)
+                return tickets, prepare(cfg, pack_batches([t.batch for t in tickets]), None, limit)
             except MsgStoreError:
                 pass  # find out whose batch it is
         good: list[Ticket] = []
         prepared = None
         for t in tickets:  # one by one: each its own errors and partitions_allowed
             try:
+                t.batch = pack_batches([t.batch])
                 prepared = prepare(cfg, t.batch, t.allowed, limit)
                 good.append(t)
             except MsgStoreError as exc:
                 t.error = exc
         if len(good) > 1:  # checked; now as one
-            prepared = prepare(cfg, merge_batches([t.batch for t in good]), None, limit)
+            prepared = prepare(cfg, pack_batches([t.batch for t in good]), None, limit)
         return good, prepared
 
     def _append_locked(

@@ -76,6 +76,51 @@ def test_a_bad_batch_fails_alone(store: Store) -> None:
     assert store.get_message(results[2].msg_ids[0]).value == b"good-2"  # type: ignore[union-attr]
 
 
+def test_list_batches_packed_together_keep_their_own_columns(store: Store) -> None:
+    """Lists of a group are packed in one go by the writer: a column one producer gave and
+    another did not stays absent for the other's messages (not empty, not shifted)."""
+    calls = [
+        {"topic": "orders", "values": [b"a0", b"a1"], "keys": ["ka0", None]},
+        {"topic": "orders", "values": [b"b0"], "tags": ["tb0"], "timestamps": [1234]},
+        {"topic": "orders", "values": [b"c0", b"c1", b"c2"], "partitions": [2, None, 0],
+         "msg_ids": [None, "shop.app-0a000001-400000-7", None]},
+        {"topic": "orders", "values": [b"d0"], "keys": [""], "tags": [""]},
+    ]  # fmt: skip
+    results = grouped(store, calls)
+    got = {}
+    for done in results:
+        assert isinstance(done, AppendColumns)
+        for msg_id in done.msg_ids:
+            m = store.get_message(msg_id)
+            got[m.value] = (m.key, m.tag, m.timestamp == 1234, m.partition, m.msg_id)
+    assert got[b"a0"][:3] == ("ka0", None, False) and got[b"a1"][:2] == (None, None)
+    assert got[b"b0"][:3] == (None, "tb0", True)
+    assert got[b"c0"][3] == 2 and got[b"c2"][3] == 0
+    assert got[b"c1"][4] == "shop.app-0a000001-400000-7"
+    assert got[b"c0"][:2] == (None, None)
+    assert got[b"d0"][:2] == ("", "")  # empty, and present
+    assert store.lookup_key("orders", "ka0").messages[0].value == b"a0"
+
+
+def test_a_bad_list_batch_in_a_group_gets_its_own_index(store: Store) -> None:
+    """Contents of lists are checked when the group is packed; a bad one fails alone, its
+    error naming the message's index in its own batch, not in the group."""
+    calls = [
+        {"topic": "orders", "values": [b"g0", b"g1", b"g2"]},
+        {"topic": "orders", "values": [b"x0", b"x1", "not bytes"]},
+        {"topic": "orders", "values": [b"h0"], "keys": [7]},
+        {"topic": "orders", "values": [b"i0", b"i1"], "keys": ["k0", "k1"]},
+    ]
+    before = sum(n for _f, n in store.partition_offsets("orders"))
+    results = grouped(store, calls)
+    assert isinstance(results[1], InvalidBatch) and results[1].details["index"] == 2
+    assert isinstance(results[2], InvalidBatch) and results[2].details["index"] == 0
+    assert "key" in str(results[2])
+    assert isinstance(results[0], AppendColumns) and isinstance(results[3], AppendColumns)
+    assert sum(n for _f, n in store.partition_offsets("orders")) == before + 5
+    assert store.lookup_key("orders", "k1").messages[0].value == b"i1"
+
+
 def test_the_same_batch_twice_in_one_group_is_written_once(config, store: Store) -> None:
     call = {"topic": "orders", "values": [b"once", b"twice?"], "producer_id": "dup",
             "sequence": 4}  # fmt: skip
@@ -191,8 +236,7 @@ def test_a_saved_answer_is_not_doubled_by_replay(tmp_path) -> None:
 
 def test_sync_answers_only_after_the_fsync_that_covers_the_batch(tmp_path) -> None:
     """Eight producers in sync mode: when an append returns, the log is durable past every
-    record of its batch (the group being fsynced and the next one being encoded overlap,
-    the answers do not run ahead of the disk)."""
+    record of its batch (answers never run ahead of the disk)."""
     store = Store.open(small_config(tmp_path / "d", flush_mode="sync", segment_bytes=1 << 20))
     store.create_topic(TopicConfig("orders", 3))
     failures: list[str] = []
