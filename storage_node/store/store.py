@@ -438,11 +438,16 @@ class Store:
             self._leading = True
             if self._want and len(self._pending) >= self._want:
                 self._gathered.notify()
-        if not lead:
-            ticket.wake.acquire()  # the one sleep of a producer: until answered, or to lead
-        if lead or ticket.leader:
-            self._lead()
-            ticket.wake.acquire()  # until answered (its batch was in the first pass)
+        try:
+            if not lead:
+                ticket.wake.acquire()  # the one sleep of a producer: until answered, or to lead
+            if lead or ticket.leader:
+                ticket.leader = False  # leading now: an interruption from here on is _lead's
+                self._lead()
+                ticket.wake.acquire()  # until answered (its batch was in the first pass)
+        except BaseException:  # interrupted (KeyboardInterrupt): nobody may wait for us
+            self._withdraw(ticket)
+            raise
         if ticket.error is not None:
             raise ticket.error
         return ticket.result  # type: ignore[return-value]
@@ -459,17 +464,35 @@ class Store:
         queue (``_gather``), so a group holds one batch of every producer.
         """
         sync = self.log.sync_mode
-        for _ in range(1 if sync else LEAD_ROUNDS):
-            if sync:
-                self._gather()
-            group = self._write_group()
-            if group is None:
-                return
-            if sync:
-                self._answer_durable(group)
-            else:
-                for t in group:
-                    t.answer()
+        group: list[Ticket] | None = []
+        try:
+            for _ in range(1 if sync else LEAD_ROUNDS):
+                if sync:
+                    self._gather()
+                group = self._write_group()
+                if group is None:
+                    return  # the lead was given up with the queue found empty
+                if sync:
+                    self._answer_durable(group)
+                else:
+                    for t in group:
+                        t.answer()
+        finally:  # also when interrupted (KeyboardInterrupt): the others must not wait forever
+            if group is not None:
+                self._hand_on()
+
+    def _withdraw(self, ticket: Ticket) -> None:
+        """(A producer interrupted while it waited or led.) Its batch leaves the queue if no
+        pass took it yet, and a lead just handed to it goes on to the next producer."""
+        with self._pending_lock:
+            self._pending = [t for t in self._pending if t is not ticket]
+            handed = ticket.leader
+            ticket.leader = False
+        if handed:
+            self._hand_on()
+
+    def _hand_on(self) -> None:
+        """Give the lead to the first waiting producer, or give it up."""
         with self._pending_lock:
             if self._pending:
                 successor = self._pending[0]
@@ -485,8 +508,10 @@ class Store:
         with self._pending_lock:
             if len(self._pending) < self._last_group:
                 self._want = self._last_group
-                self._gathered.wait(GATHER_WAIT_S)
-                self._want = 0
+                try:
+                    self._gathered.wait(GATHER_WAIT_S)
+                finally:
+                    self._want = 0
 
     def _write_group(self) -> list[Ticket] | None:
         """One pass for every waiting batch; None (and the lead given up) when none waits.
@@ -517,9 +542,14 @@ class Store:
         try:
             if waiting:
                 self.log.wait_durable(max(t.target for t in waiting))
-        except Exception as exc:  # not durable: nobody is answered with a result
+        except BaseException as exc:  # not known durable: nobody is answered with a result
+            error = exc
+            if not isinstance(exc, Exception):  # the leader was interrupted: the others hear
+                error = Unavailable("interrupted before the batch's fsync; it may be lost")
             for t in waiting:
-                t.error = t.error or exc
+                t.error = t.error or error
+            if error is not exc:
+                raise
         finally:
             for t in group:
                 t.answer()

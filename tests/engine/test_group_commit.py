@@ -264,3 +264,88 @@ def test_sync_answers_only_after_the_fsync_that_covers_the_batch(tmp_path) -> No
         t.join()
     store.close()
     assert failures == []
+
+
+def test_an_interrupted_leader_passes_the_lead_on(tmp_path) -> None:
+    """The leader is interrupted (KeyboardInterrupt) before its group's fsync: the other
+    producers of the group hear Unavailable (never a result the disk does not hold yet),
+    and the lead goes on, so later appends do not wait forever."""
+    from storage_node.errors import Unavailable
+
+    store = Store.open(small_config(tmp_path / "d", flush_mode="sync"))
+    store.create_topic(TopicConfig("orders", 2))
+    real_wait = store.log.wait_durable
+    seen = {"calls": 0}
+
+    def interrupted_once(target: int) -> None:
+        seen["calls"] += 1
+        if seen["calls"] == 1:
+            raise KeyboardInterrupt
+        real_wait(target)
+
+    store.log.wait_durable = interrupted_once  # type: ignore[method-assign]
+    calls = [{"topic": "orders", "values": [b"g%d" % i]} for i in range(3)]
+    results = grouped(store, calls)
+    assert sum(isinstance(r, KeyboardInterrupt) for r in results) == 1
+    assert sum(isinstance(r, Unavailable) for r in results) == 2
+
+    done: list[AppendColumns] = []
+
+    def produce(p: int) -> None:
+        for b in range(5):
+            done.append(store.append_columns("orders", [b"after-%d-%d" % (p, b)]))
+
+    threads = [threading.Thread(target=produce, args=(p,)) for p in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=20)
+        assert not t.is_alive(), "an append waited forever for a lead nobody held"
+    assert len(done) == 20
+    store.close()
+
+
+def test_a_producer_interrupted_in_the_queue_leaves_it(tmp_path) -> None:
+    """A producer interrupted by a real SIGINT while its batch waits in the queue: its batch
+    is not written, the batch ahead of it is, and the store goes on."""
+    import os
+    import signal
+
+    store = Store.open(small_config(tmp_path / "d", flush_mode="sync"))
+    store.create_topic(TopicConfig("orders", 1))
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_the_append_lock() -> None:
+        with store._lock:
+            locked.set()
+            release.wait(20)
+
+    first: list[AppendColumns] = []
+    holder = threading.Thread(target=hold_the_append_lock)
+    holder.start()
+    locked.wait(10)
+    leader = threading.Thread(target=lambda: first.append(store.append_columns("orders", [b"a"])))
+    leader.start()
+
+    def interrupt_when_queued() -> None:
+        deadline = time.monotonic() + 10
+        while len(store._pending) < 2 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        time.sleep(0.05)  # the producer is asleep in its wait by now
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Thread(target=interrupt_when_queued)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            store.append_columns("orders", [b"interrupted"])
+        assert len(store._pending) == 1  # only the leader's own batch waits
+    finally:
+        timer.join()
+        release.set()
+        holder.join()
+        leader.join(timeout=20)
+    assert len(first) == 1
+    store.append_columns("orders", [b"b"])
+    assert [m.value for m in store.read("orders", 0, 0, 10).messages] == [b"a", b"b"]
+    store.close()
