@@ -353,6 +353,9 @@ class CommitLog:
         except OSError as exc:
             self._fail(exc)
             return False
+        except BaseException:  # interrupted (KeyboardInterrupt): as a failed write, which
+            self._fail(OSError(errno.EINTR, "the write of the log was interrupted"))
+            raise  # ``_write`` cut back; the next append recovers in place
         end = batch[-1].pos + batch[-1].size if batch else self.written_end
         if sync_now or sync_behind:
             self._last_fsync = time.monotonic()
@@ -451,7 +454,7 @@ class CommitLog:
         touched: list[tuple[int, int]] = []
         try:
             self._write_chunks(batch, touched, sync_now, writeback)
-        except OSError:
+        except BaseException:  # OSError, or an interruption: the batch is answered failed
             self._cut_back(touched)
             raise
 

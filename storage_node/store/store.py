@@ -28,7 +28,6 @@ from storage_node.errors import (
     DiskFull,
     InvalidArgument,
     InvalidBatch,
-    MsgStoreError,
     NotFound,
     NotOwner,
     OffsetOutOfRange,
@@ -394,6 +393,8 @@ class Store:
         message: the lists are packed into columns (by the writing thread, together with
         the batches of concurrent producers) and the batch is encoded as arrays.
         """
+        self._check_open()
+        self.topics.get(topic)
         columns = (keys, tags, msg_ids, timestamps, partitions)
         check_list_shapes(values, columns)
         return self._append_batch(
@@ -661,7 +662,7 @@ class Store:
         if len(tickets) > 1 and all(t.allowed is None for t in tickets):
             try:
                 return tickets, prepare(cfg, pack_batches([t.batch for t in tickets]), None, limit)
-            except MsgStoreError:
+            except Exception:  # typed, or odd input of one caller (a ValueError, say)
                 pass  # find out whose batch it is
         good: list[Ticket] = []
         prepared = None
@@ -670,7 +671,7 @@ class Store:
                 t.batch = pack_batches([t.batch])
                 prepared = prepare(cfg, t.batch, t.allowed, limit)
                 good.append(t)
-            except MsgStoreError as exc:
+            except Exception as exc:  # that caller's error alone
                 t.error = exc
         if len(good) > 1:  # checked; now as one
             prepared = prepare(cfg, pack_batches([t.batch for t in good]), None, limit)

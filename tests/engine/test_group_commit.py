@@ -349,3 +349,74 @@ def test_a_producer_interrupted_in_the_queue_leaves_it(tmp_path) -> None:
     store.append_columns("orders", [b"b"])
     assert [m.value for m in store.read("orders", 0, 0, 10).messages] == [b"a", b"b"]
     store.close()
+
+
+def test_an_interrupt_during_the_leaders_own_fsync(tmp_path, monkeypatch) -> None:
+    """A real SIGINT lands while the sync leader runs the group's fsync itself: the batch is
+    cut from the log like a failed write, the log is not left 'flushing' for ever, and the
+    next append recovers in place and goes on."""
+    import os
+    import signal
+
+    import storage_node.store.commitlog as commitlog
+
+    config = small_config(tmp_path / "d", flush_mode="sync")
+    store = Store.open(config)
+    store.create_topic(TopicConfig("orders", 1))
+    store.append_columns("orders", [b"before"])
+    armed = {"on": True}
+
+    class InterruptedFsync:
+        """The commit log's ``os``, whose next fsync on the main thread is interrupted."""
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(os, name)
+
+        def fsync(self, fd: int) -> None:
+            os.fsync(fd)
+            if armed["on"] and threading.current_thread() is threading.main_thread():
+                armed["on"] = False
+                os.kill(os.getpid(), signal.SIGINT)  # raised at the next bytecode
+
+    monkeypatch.setattr(commitlog, "os", InterruptedFsync())
+    with pytest.raises(KeyboardInterrupt):
+        store.append_columns("orders", [b"interrupted"])
+    assert not store.log._in_flush and not store._leading
+
+    after: list[AppendColumns] = []
+    producer = threading.Thread(
+        target=lambda: after.append(store.append_columns("orders", [b"after"]))
+    )
+    producer.start()
+    producer.join(timeout=20)
+    assert not producer.is_alive(), "the append after the interrupt never returned"
+    assert store.counters["resumed_after_write_error"] == 1
+    store.close()
+    with Store.open(config) as reopened:
+        values = [m.value for m in reopened.read("orders", 0, 0, 10).messages]
+        assert values == [b"before", b"after"]
+
+
+def test_odd_input_of_one_producer_fails_alone(store: Store) -> None:
+    """Input that fails in packing with an untyped error (a timestamp that is an array) is
+    its producer's error only: the rest of the group is written."""
+    import numpy as np
+
+    calls = [
+        {"topic": "orders", "values": [b"good-0"]},
+        {"topic": "orders", "values": [b"odd"], "timestamps": [np.array([1, 2])]},
+        {"topic": "orders", "values": [b"good-2"], "keys": ["k"]},
+    ]
+    before = sum(n for _f, n in store.partition_offsets("orders"))
+    results = grouped(store, calls)
+    assert isinstance(results[1], Exception) and not isinstance(results[1], AppendColumns)
+    assert isinstance(results[0], AppendColumns) and isinstance(results[2], AppendColumns)
+    assert sum(n for _f, n in store.partition_offsets("orders")) == before + 2
+
+
+def test_a_closed_store_says_so_before_judging_the_lists(store: Store) -> None:
+    from storage_node.errors import Unavailable
+
+    store.close()
+    with pytest.raises(Unavailable):
+        store.append_columns("orders", [b"a", b"b"], keys=["only one"])
