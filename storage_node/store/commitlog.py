@@ -33,13 +33,6 @@ FRAME_CACHE = 16  # verified frames kept for reads
 NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
-def _log_error(exc: OSError) -> DiskFull | Unavailable:
-    """What appends and waiters are told after the log failed to write or sync."""
-    if exc.errno in NO_SPACE_ERRNOS:
-        return DiskFull(f"commit log write failed: {exc}")
-    return Unavailable(f"commit log write failed: {exc}")
-
-
 @dataclass(slots=True)
 class Chunk:
     pos: int  # log position of the first byte
@@ -98,7 +91,7 @@ class CommitLog:
         self._active_since = 0.0
         self._flushing: list[Chunk] = []
         self._waiters = 0
-        self._in_flush = False  # one writer at a time: the flusher thread or a leader
+        self._in_flush = False  # one writer at a time: the flusher thread or a leader waiter
         # async mode writes on every flush but fsyncs at most this often (and whenever
         # somebody waits for durability: checkpoint, close, flush()); sync mode always fsyncs
         self.fsync_interval = fsync_interval_ms / 1000.0
@@ -109,13 +102,11 @@ class CommitLog:
         self._write_fd: int | None = None
         self._write_seg = -1
         self._thread: threading.Thread | None = None
-        # fsyncs that run on their own thread while the writer goes on (async mode: the
-        # policy's periodic ones; sync mode: the group commit's), on a descriptor of its own
+        # async mode: the fsyncs the policy asks for run on their own thread, so the flusher
+        # keeps writing while the device works (a descriptor of its own, and the end it covers)
         self._syncer: threading.Thread | None = None
         self._sync_request: tuple[int, int] | None = None
         self._sync_asked = 0  # highest end handed to the syncer
-        self._sync_fd: int | None = None  # the syncer's duplicate of the write descriptor
-        self._stale_fds: list[int] = []  # duplicates of segments left behind, to close
         self.stats = {"flushes": 0, "fsyncs": 0, "bytes_written": 0}
         # recently read frames, already CRC-checked: consecutive reads of a partition find
         # their records in the same few frames. Replaced, never changed in place, so
@@ -157,8 +148,11 @@ class CommitLog:
             target=self._flush_loop, name="msgstore-flusher", daemon=True
         )
         self._thread.start()
-        self._syncer = threading.Thread(target=self._sync_loop, name="msgstore-syncer", daemon=True)
-        self._syncer.start()
+        if not self.sync_mode:
+            self._syncer = threading.Thread(
+                target=self._sync_loop, name="msgstore-syncer", daemon=True
+            )
+            self._syncer.start()
 
     # ---- append path (caller holds the store's append lock) ---------------------------
     def append(self, data: bytes | list[bytes], sizes: np.ndarray) -> np.ndarray:
@@ -337,15 +331,13 @@ class CommitLog:
         right here; the async policy's periodic fsync goes to the syncer thread instead."""
         sync_now = self.sync_mode or self._waiters > 0 or self._closing
         size = sum(c.size for c in batch)
-        unsynced = self.written_end + size - max(self.durable_end, self._sync_asked)
         sync_behind = not sync_now and (
             time.monotonic() - self._last_fsync >= self.fsync_interval
-            or unsynced >= self.fsync_bytes
+            or self.written_end + size - max(self.durable_end, self._sync_asked) >= self.fsync_bytes
         )
         try:
             if batch:
-                # starting writeback early pays when no fsync follows at once
-                self._write(batch, sync_now, writeback=not sync_now)
+                self._write(batch, sync_now)
             elif self._write_fd is not None:
                 os.fsync(self._write_fd)
                 self.stats["fsyncs"] += 1
@@ -373,37 +365,35 @@ class CommitLog:
                 self._kick.notify()
         return True
 
-    def _fail(self, exc: OSError) -> None:
-        """Keep a failed write's or fsync's error; appends and waiters see it from now on."""
+    def _fail(self, exc: OSError, writer: bool = True) -> None:
+        """Keep a failed write's or fsync's error; appends and waiters see it from now on.
+        The syncer (``writer=False``: a periodic fsync of the async policy, whose batches
+        were acknowledged already and stay) leaves a write in progress to its writer."""
+        err = (
+            DiskFull(f"commit log write failed: {exc}")
+            if exc.errno in NO_SPACE_ERRNOS
+            else Unavailable(f"commit log write failed: {exc}")
+        )
         with self._cond:
-            self._error = _log_error(exc)
-            self._in_flush = False
-            self._wake_all_locked()
-
-    def _fail_deferred_sync(self, exc: OSError) -> None:
-        """(Syncer.) A periodic fsync of the async policy failed: keep its error, so appends
-        and waiters see it from now on. Its batches were acknowledged already; they stay.
-        A write in progress is the writer's own to finish (only a sync-mode fsync, which
-        runs inline in ``_write``, answers batches with its error, and cuts them)."""
-        with self._cond:
-            self._error = _log_error(exc)
+            self._error = err
+            if writer:
+                self._in_flush = False
             self._wake_all_locked()
 
     def _sync_later(self, end: int) -> None:
-        """(Writer, after writing up to ``end``.) Hand the fsync to the syncer thread, on a
-        duplicate of the write descriptor made once per segment (the writer may close its
-        own meanwhile); a newer request replaces an older one (it covers it: a segment that
-        was left behind got its fsync when the writer moved on)."""
+        """(Flusher, after writing up to ``end``.) Hand the fsync to the syncer thread on a
+        descriptor of its own; a newer request replaces an older one (it covers it: a segment
+        that was left behind got its fsync when the flusher moved on)."""
+        fd = os.dup(self._write_fd)  # type: ignore[arg-type]
         with self._cond:
-            if self._sync_fd is None:
-                self._sync_fd = os.dup(self._write_fd)  # type: ignore[arg-type]
-            self._sync_request = (self._sync_fd, end)
+            old, self._sync_request = self._sync_request, (fd, end)
             self._sync_asked = max(self._sync_asked, end)
             self._sync_cond.notify()
+        if old is not None:
+            os.close(old[0])
 
     def _sync_loop(self) -> None:
-        """Background fsyncs (see ``_sync_later``). After an fsync it runs as little Python
-        as it can: every system call here hands the interpreter to another thread and back."""
+        """Background fsyncs of the async policy (see ``_sync_later``)."""
         while True:
             with self._cond:
                 while self._sync_request is None:
@@ -415,19 +405,14 @@ class CommitLog:
             try:
                 os.fsync(fd)
             except OSError as exc:
-                self._fail_deferred_sync(exc)
+                self._fail(exc, writer=False)
                 return
+            finally:
+                os.close(fd)
             with self._cond:
                 self.durable_end = max(self.durable_end, end)
                 self.stats["fsyncs"] += 1
                 self._cond.notify_all()
-                stale = self._stale_fds
-                if stale and (self._sync_request is None or self._sync_request[0] not in stale):
-                    self._stale_fds = []
-                else:
-                    stale = []
-            for old in stale:  # once per segment
-                os.close(old)
 
     def _flush_loop(self) -> None:
         """Background flushes: async thresholds, and whatever a closing log still holds."""
@@ -448,30 +433,26 @@ class CommitLog:
             if not self._flush_batch(batch):
                 return
 
-    def _write(self, batch: list[Chunk], sync_now: bool = True, writeback: bool = False) -> None:
+    def _write(self, batch: list[Chunk], sync_now: bool = True) -> None:
         """Write and fsync ``batch``; on failure cut every touched file back to where it was,
         so no record of a batch that was refused (e.g. disk full) survives into recovery."""
         touched: list[tuple[int, int]] = []
         try:
-            self._write_chunks(batch, touched, sync_now, writeback)
+            self._write_chunks(batch, touched, sync_now)
         except BaseException:  # OSError, or an interruption: the batch is answered failed
-            self._cut_back(touched)
+            for fd_seg, size in touched:
+                path = os.path.join(self.dirs["unsealed"], segment_name(fd_seg))
+                try:
+                    os.truncate(path, size)
+                except OSError:
+                    pass  # recovery still truncates a torn tail at the last whole record
             raise
-
-    def _cut_back(self, cuts: list[tuple[int, int]]) -> None:
-        """Truncate unsealed segments (start, size) to what may survive into recovery."""
-        for start, size in cuts:
-            try:
-                os.truncate(os.path.join(self.dirs["unsealed"], segment_name(start)), size)
-            except OSError:  # never written, or still failing: recovery truncates a torn
-                pass  # tail at the last whole record anyway
 
     def _write_chunks(
         self,
         batch: list[Chunk],
         touched: list[tuple[int, int]],
         sync_now: bool = True,
-        writeback: bool = False,
     ) -> None:
         i = 0
         while i < len(batch):
@@ -499,7 +480,7 @@ class CommitLog:
                 if done != step:
                     write_all(self._write_fd, b"".join(group)[done:])
                 got += step
-            if writeback:  # the device starts now; the coming fsync finds little to do
+            if not sync_now:  # the device starts now; the coming fsync finds little to do
                 start_writeback(self._write_fd, batch[i].pos - seg, want)
             self.stats["bytes_written"] += want
             i = j
@@ -515,10 +496,6 @@ class CommitLog:
         self._write_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         fsync_dir(self.dirs["unsealed"])
         self._write_seg = seg
-        with self._cond:  # the syncer's duplicate follows the write descriptor
-            if self._sync_fd is not None:
-                self._stale_fds.append(self._sync_fd)
-                self._sync_fd = None
 
     # ---- reads -----------------------------------------------------------------------
     def _cached(self, pos: int) -> tuple[bytes, int] | None:
@@ -584,10 +561,9 @@ class CommitLog:
             self._thread.join()
         if self._syncer is not None:
             self._syncer.join()
-        self._sync_request = None  # left by the writer's last step: fsynced below
-        for fd in self._stale_fds + ([] if self._sync_fd is None else [self._sync_fd]):
-            os.close(fd)
-        self._stale_fds, self._sync_fd = [], None
+        if self._sync_request is not None:  # left by the flusher's last step: fsynced below
+            os.close(self._sync_request[0])
+            self._sync_request = None
         if self._write_fd is not None:
             try:
                 os.fsync(self._write_fd)

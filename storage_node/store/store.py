@@ -393,12 +393,11 @@ class Store:
         message: the lists are packed into columns (by the writing thread, together with
         the batches of concurrent producers) and the batch is encoded as arrays.
         """
-        self._check_open()
-        self.topics.get(topic)
+        cfg = self._start_append(topic, producer_id, sequence)
         columns = (keys, tags, msg_ids, timestamps, partitions)
         check_list_shapes(values, columns)
         return self._append_batch(
-            topic, ListBatch(values, columns), producer_id, sequence, partitions_allowed
+            cfg, ListBatch(values, columns), producer_id, sequence, partitions_allowed
         )
 
     def append_packed(
@@ -416,20 +415,20 @@ class Store:
         encoding and indexing and one write for all of them, each keeping its own frames,
         results, errors and idempotency entry. Producers then share the fsync as well.
         """
+        cfg = self._start_append(topic, producer_id, sequence)
         if not isinstance(batch, PackedBatch):
             raise InvalidBatch("append_packed takes a PackedBatch")
-        return self._append_batch(topic, batch, producer_id, sequence, partitions_allowed)
+        return self._append_batch(cfg, batch, producer_id, sequence, partitions_allowed)
 
     def _append_batch(
         self,
-        topic: str,
+        cfg: TopicConfig,
         batch: PackedBatch | ListBatch,
         producer_id: str | None,
         sequence: int | None,
         partitions_allowed: Sequence[int] | None,
     ) -> AppendColumns:
         """Queue a batch for the group commit and sleep until it is answered (or leads)."""
-        cfg = self._start_append(topic, producer_id, sequence)
         check_batch_size(len(batch))
         ticket = Ticket(cfg, batch, partitions_allowed, producer_id, sequence)
         self.log.backpressure()
