@@ -29,7 +29,7 @@ test: system $(STAMP)
 	$(PY) -m pytest -q -rs -p no:cacheprovider
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -x -m "not k8s and not spark and not slow"
+	$(PY) -m pytest -q -x -m "not k8s and not spark and not slow and not e2e"
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

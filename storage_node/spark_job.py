@@ -26,6 +26,7 @@ INGEST_FORMATS = ("jsonl", "json", "csv", "parquet")
 
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _MEMORY = re.compile(r"^[0-9]+[kmgt]?$")
+_CPU = re.compile(r"^([1-9][0-9]{0,5}m|[0-9]{1,3}(\.[0-9]{1,3})?)$")
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 
 
@@ -62,6 +63,10 @@ class SparkResources:
     driver_memory: str = "1g"
     executor_cores: int = 1
     executor_memory: str = "2g"
+    # CPU the pods request from the scheduler ("250m", "0.5"); None: the cores above. Lower
+    # than the cores on small clusters, where a whole core per pod would not be scheduled.
+    driver_request_cores: str | None = None
+    executor_request_cores: str | None = None
 
     def validate(self) -> SparkResources:
         for name in ("executors", "driver_cores", "executor_cores"):
@@ -73,6 +78,10 @@ class SparkResources:
                 raise InvalidArgument(
                     f"{name} must look like 512m or 2g, got {getattr(self, name)!r}"
                 )
+        for name in ("driver_request_cores", "executor_request_cores"):
+            value = getattr(self, name)
+            if value is not None and not _CPU.match(value):
+                raise InvalidArgument(f"{name} must look like 250m, 0.5 or 2, got {value!r}")
         return self
 
 
@@ -108,6 +117,10 @@ def spark_submit_args(sub: SparkSubmit) -> list[str]:
         "spark.executor.cores": str(res.executor_cores),
         "spark.executor.memory": res.executor_memory,
     }
+    if res.driver_request_cores:
+        conf["spark.kubernetes.driver.request.cores"] = res.driver_request_cores
+    if res.executor_request_cores:
+        conf["spark.kubernetes.executor.request.cores"] = res.executor_request_cores
     for key, value in sub.labels:
         conf[f"spark.kubernetes.driver.label.{key}"] = value
         conf[f"spark.kubernetes.executor.label.{key}"] = value

@@ -72,6 +72,12 @@ def add_spark_job_parser(subparsers: Any) -> argparse.ArgumentParser:
     ingest.add_argument("--driver-memory", default="1g")
     ingest.add_argument("--executor-cores", type=int, default=1)
     ingest.add_argument("--executor-memory", default="2g")
+    ingest.add_argument(
+        "--driver-request-cores", help="CPU the driver pod requests, e.g. 250m (default: cores)"
+    )
+    ingest.add_argument(
+        "--executor-request-cores", help="CPU each executor pod requests (default: cores)"
+    )
     ingest.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
     ingest.set_defaults(func=run_spark_job)
     return parser
@@ -106,6 +112,8 @@ def request_from_args(args: argparse.Namespace) -> IngestRequest:
             driver_memory=args.driver_memory,
             executor_cores=args.executor_cores,
             executor_memory=args.executor_memory,
+            driver_request_cores=args.driver_request_cores,
+            executor_request_cores=args.executor_request_cores,
         ),
     )
 

@@ -52,6 +52,8 @@ class SparkSpec:
     driver_memory: str = "1g"
     executor_cores: int = 1
     executor_memory: str = "2g"
+    driver_request_cores: str | None = None
+    executor_request_cores: str | None = None
 
 
 @dataclass(frozen=True)
@@ -190,6 +192,8 @@ def parse_spec(
                 driver_memory=str(_get(spark, "driverMemory", dsp.driver_memory)),
                 executor_cores=int(_get(spark, "executorCores", dsp.executor_cores)),
                 executor_memory=str(_get(spark, "executorMemory", dsp.executor_memory)),
+                driver_request_cores=spark.get("driverRequestCores"),
+                executor_request_cores=spark.get("executorRequestCores"),
             ),
         ),
         auth=AuthSpec(

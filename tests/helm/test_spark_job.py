@@ -131,6 +131,8 @@ def test_json_output_and_no_auth():
         (["--port", "70000"], "port must be 1..65535"),
         (["--name", "Job!"], "job name 'Job!'"),
         (["--key-field", "order id"], "key_field 'order id'"),
+        (["--driver-request-cores", "a lot"], "driver_request_cores must look like 250m"),
+        (["--executor-request-cores", "0m"], "executor_request_cores must look like 250m"),
     ],
 )
 def test_bad_arguments_exit_2_with_a_clear_message_and_print_nothing(args, message):
@@ -167,3 +169,19 @@ def test_long_topic_names_still_give_a_valid_job_name():
 def test_resources_validation_is_shared_with_the_builder():
     with pytest.raises(Exception, match="executor_memory"):
         SparkResources(executor_memory="2GB").validate()
+
+
+def test_request_cores_go_to_the_pods_and_default_to_the_cores():
+    proc = msgstore(
+        "spark-job", "ingest", "--store", "s", "--topic", "t", "--input", "local:///d",
+        "--driver-request-cores", "250m", "--executor-request-cores", "0.5", "-o", "json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    conf = conf_of(json.loads(proc.stdout)["spec"]["template"]["spec"]["containers"][0]["args"])
+    assert conf["spark.kubernetes.driver.request.cores"] == "250m"
+    assert conf["spark.kubernetes.executor.request.cores"] == "0.5"
+    plain = msgstore(
+        "spark-job", "ingest", "--store", "s", "--topic", "t", "--input", "x", "-o", "json"
+    )
+    conf = conf_of(json.loads(plain.stdout)["spec"]["template"]["spec"]["containers"][0]["args"])
+    assert not any(key.endswith("request.cores") for key in conf)

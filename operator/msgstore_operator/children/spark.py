@@ -78,6 +78,8 @@ def compaction_submit(
             driver_memory=sp.driver_memory,
             executor_cores=sp.executor_cores,
             executor_memory=sp.executor_memory,
+            driver_request_cores=sp.driver_request_cores,
+            executor_request_cores=sp.executor_request_cores,
         ),
         token_secret=token_secret if spec.auth.enabled else None,
         token_key=spec.auth.token_key,

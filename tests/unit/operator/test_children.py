@@ -195,7 +195,12 @@ def test_spark_children():
             "compaction": {
                 "mode": "spark",
                 "schedule": "*/30 * * * *",
-                "spark": {"image": "sp:1", "executors": 3, "executorMemory": "4g"},
+                "spark": {
+                    "image": "sp:1",
+                    "executors": 3,
+                    "executorMemory": "4g",
+                    "executorRequestCores": "300m",
+                },
             }
         }
     )
@@ -231,6 +236,8 @@ def test_spark_children():
     assert confs["spark.kubernetes.authenticate.driver.serviceAccountName"] == "demo-spark"
     assert confs["spark.kubernetes.namespace"] == "ns1"
     assert confs["spark.executor.instances"] == "3" and confs["spark.executor.memory"] == "4g"
+    assert confs["spark.kubernetes.executor.request.cores"] == "300m"
+    assert "spark.kubernetes.driver.request.cores" not in confs
     assert confs["spark.kubernetes.driver.secretKeyRef.MSGSTORE_TOKEN"] == "demo-token:token"
     assert args[-3].endswith("spark/jobs/compact.py")
     assert args[-2:] == ["--endpoint", "http://demo.ns1.svc.cluster.local:8080"]

@@ -1,0 +1,91 @@
+"""msgstore end to end on a real kind cluster: the chart, the operator pod, node pods, Spark.
+
+The `kind_cluster` fixture (tests/fixtures_kind.py) gives the cluster with the images loaded.
+Here: the Helm release (session), the sample MessageStore of examples/ with a client pod
+(session), and the helpers the test modules share. The modules run in name order and tell
+one story on one store: installed, ready, used from inside and outside, reconfigured under
+load, fed by Spark on Kubernetes, compacted by its CronJob, hurt, scaled, tiered to MinIO.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from e2e_support import (
+    CLIENT_POD,
+    NAMESPACE,
+    OPERATOR_NAMESPACE,
+    RELEASE,
+    REPO,
+    STORE,
+    Shop,
+    client_pod_manifest,
+)
+from fixtures_kind import KindCluster, app_version
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if HERE in Path(item.path).resolve().parents:
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session")
+def operator_release(kind_cluster: KindCluster) -> Iterator[str]:
+    """The chart installed with the locally built images; the operator runs as a pod."""
+    version = app_version()
+    kind_cluster.run_helm(
+        "upgrade",
+        "--install",
+        RELEASE,
+        str(REPO / "helm" / "msgstore"),
+        "--namespace",
+        OPERATOR_NAMESPACE,
+        "--create-namespace",
+        "--set",
+        f"image.tag={version}",
+        "--set",
+        f"spark.image.tag={version}",
+        "--set",
+        "operator.statusIntervalSeconds=3",
+        "--wait",
+        "--timeout",
+        "5m",
+        timeout=330,
+    )
+    yield RELEASE
+    kind_cluster.run_helm("uninstall", RELEASE, "--namespace", OPERATOR_NAMESPACE, check=False)
+
+
+@pytest.fixture(scope="session")
+def shop(kind_cluster: KindCluster, operator_release: str) -> Shop:
+    """examples/messagestore.yaml applied unchanged in its namespace, plus a client pod."""
+    cluster = kind_cluster
+    cluster.run_kubectl("create", "namespace", NAMESPACE)
+    cluster.wait_until(
+        lambda: (
+            cluster.run_kubectl("-n", NAMESPACE, "get", "sa", "default", check=False).returncode
+            == 0
+        ),
+        "the namespace's default ServiceAccount",
+    )
+    cluster.run_kubectl(
+        "-n", NAMESPACE, "apply", "-f", str(REPO / "examples" / "messagestore.yaml")
+    )
+    shop = Shop(cluster, NAMESPACE, STORE)
+    cluster.wait_until(
+        lambda: shop.kubectl("get", "secret", f"{STORE}-token", check=False).returncode == 0,
+        "the store's token Secret",
+        timeout=180,
+    )
+    shop.kubectl("apply", "-f", "-", input=json.dumps(client_pod_manifest(NAMESPACE, STORE)))
+    shop.kubectl(
+        "wait", "--for=condition=Ready", f"pod/{CLIENT_POD}", "--timeout=180s", timeout=200
+    )
+    return shop

@@ -1,0 +1,215 @@
+"""What the end-to-end tests on kind share: the store's names, the client pod, checks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from fixtures_kind import NODE_IMAGE, KindCluster
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+WORKLOAD = HERE / "workload.py"
+OPERATOR_NAMESPACE = "msgstore-system"
+RELEASE = "msgstore"
+NAMESPACE = "shop"
+STORE = "orders"
+CLIENT_POD = "client"
+# The client label a store's NetworkPolicy admits (see docs/SECURITY.md).
+CLIENT_LABEL = ("msgstore.io/client", STORE)
+
+
+def restricted_security(uid: int) -> dict[str, Any]:
+    """A container securityContext that passes Pod Security `restricted`."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": uid,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+@dataclass
+class Shop:
+    """The sample store in its namespace, and a client pod inside the cluster."""
+
+    cluster: KindCluster
+    namespace: str
+    store: str
+
+    def kubectl(self, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+        return self.cluster.run_kubectl("-n", self.namespace, *args, **kw)
+
+    def get(self, *args: str) -> Any:
+        return self.cluster.get_json("-n", self.namespace, *args)
+
+    def workload(self, *args: str, timeout: float = 600, pod: str = CLIENT_POD) -> Any:
+        """Runs tests/e2e/workload.py inside the client pod; its JSON answer."""
+        got = self.kubectl(
+            "exec",
+            "-i",
+            pod,
+            "--",
+            "python3",
+            "-",
+            *args,
+            input=WORKLOAD.read_text(),
+            timeout=timeout,
+        )
+        return json.loads(got.stdout.strip().splitlines()[-1])
+
+    def start_workload(self, *args: str) -> subprocess.Popen[str]:
+        """The same, in the background (for load during faults); see `finish`."""
+        argv = [
+            str(self.cluster.kubectl),
+            "--kubeconfig",
+            str(self.cluster.kubeconfig),
+            "-n",
+            self.namespace,
+            "exec",
+            "-i",
+            CLIENT_POD,
+            "--",
+            "python3",
+            "-",
+            *args,
+        ]
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        assert proc.stdin is not None
+        proc.stdin.write(WORKLOAD.read_text())
+        proc.stdin.close()
+        return proc
+
+    @staticmethod
+    def finish(proc: subprocess.Popen[str], timeout: float = 600) -> Any:
+        out, err = proc.communicate(timeout=timeout)
+        assert proc.returncode == 0, f"workload failed ({proc.returncode}):\n{out}\n{err}"
+        return json.loads(out.strip().splitlines()[-1])
+
+    def node_pods(self) -> list[dict[str, Any]]:
+        selector = f"app.kubernetes.io/instance={self.store},app.kubernetes.io/component=node"
+        return list(self.get("pods", "-l", selector)["items"])
+
+    def store_status(self) -> dict[str, Any]:
+        return dict(self.get("messagestore", self.store).get("status") or {})
+
+    def wait_store_ready(self, replicas: int, timeout: float = 420) -> dict[str, Any]:
+        def ready() -> dict[str, Any] | None:
+            status = self.store_status()
+            conds = {c["type"]: c for c in status.get("conditions", [])}
+            pods = self.node_pods()
+            ok = (
+                status.get("readyReplicas") == replicas
+                and conds.get("Ready", {}).get("status") == "True"
+                and len(pods) == replicas
+                and all(pod_ready(p) for p in pods)
+            )
+            return status if ok else None
+
+        return self.cluster.wait_until(
+            ready, f"{self.store} Ready with {replicas} nodes", timeout, interval=2
+        )
+
+    def check_acked(self, produced: dict[str, Any], prefix: str) -> dict[str, Any]:
+        """Every acknowledged message is stored exactly once; unknown outcomes at most once."""
+        stored = self.workload("values", "--topic", "orders", "--prefix", prefix)["values"]
+        seen: dict[str, list[Any]] = {}
+        for value, partition, offset in stored:
+            seen.setdefault(value, []).append((partition, offset))
+        acked = {a[0]: (a[1], a[2]) for a in produced["acked"]}
+        lost = sorted(v for v in acked if v not in seen)
+        moved = sorted(v for v, where in acked.items() if v in seen and seen[v][0] != where)
+        doubled = sorted(v for v, where in seen.items() if len(where) > 1)
+        assert not lost, f"{len(lost)} acknowledged messages lost, e.g. {lost[:5]}"
+        assert not moved, f"{len(moved)} messages not where acknowledged, e.g. {moved[:5]}"
+        assert not doubled, f"{len(doubled)} messages stored twice, e.g. {doubled[:5]}"
+        unknown_written = sum(1 for v in produced["unknown"] if v in seen)
+        return {
+            "acked": len(acked),
+            "unknown": len(produced["unknown"]),
+            "unknown_written": unknown_written,
+            "errors": produced["errors"][:5],
+        }
+
+
+def pod_ready(pod: dict[str, Any]) -> bool:
+    conds = pod.get("status", {}).get("conditions", [])
+    return pod.get("status", {}).get("phase") == "Running" and any(
+        c["type"] == "Ready" and c["status"] == "True" for c in conds
+    )
+
+
+def client_pod_manifest(namespace: str, store: str, name: str = CLIENT_POD) -> dict[str, Any]:
+    """A long-lived pod with the node image, the store's endpoint and token in its env."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict([CLIENT_LABEL])},
+        "spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 1,
+            "containers": [
+                {
+                    "name": "client",
+                    "image": NODE_IMAGE,
+                    "imagePullPolicy": "Never",
+                    "command": ["sleep", "infinity"],
+                    "env": [
+                        {
+                            "name": "MSGSTORE_ENDPOINT",
+                            "value": f"http://{store}.{namespace}.svc.cluster.local:8080",
+                        },
+                        {
+                            "name": "MSGSTORE_TOKEN",
+                            "valueFrom": {
+                                "secretKeyRef": {"name": f"{store}-token", "key": "token"}
+                            },
+                        },
+                    ],
+                    "securityContext": restricted_security(10001),
+                    "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}},
+                }
+            ],
+        },
+    }
+
+
+def spark_job_yaml(*args: str) -> dict[str, Any]:
+    """`msgstore spark-job ingest ...` rendered by the CLI, as users do."""
+    msgstore = Path(sys.executable).parent / "msgstore"
+    got = subprocess.run(
+        [str(msgstore), "spark-job", *args, "-o", "yaml"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return dict(yaml.safe_load(got.stdout))
+
+
+def watch_pods(
+    shop: Shop, selector: str, until: Any, timeout: float, interval: float = 1.0
+) -> dict[str, dict[str, Any]]:
+    """Polls pods matching `selector` until `until()` is truthy; every pod seen, last state."""
+    seen: dict[str, dict[str, Any]] = {}
+    deadline = time.monotonic() + timeout
+    while True:
+        for pod in shop.get("pods", "-l", selector)["items"]:
+            seen[pod["metadata"]["name"]] = {
+                "node": pod["spec"].get("nodeName"),
+                "phase": pod["status"].get("phase"),
+                "role": pod["metadata"]["labels"].get("spark-role"),
+            }
+        if until():
+            return seen
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s; pods seen: {seen}")
+        time.sleep(interval)

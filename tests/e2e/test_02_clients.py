@@ -1,0 +1,81 @@
+"""Clients inside a pod and outside the cluster produce and query through the Services."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+from e2e_support import REPO, Shop
+from fixtures_kind import KindCluster
+
+
+def test_a_pod_produces_and_queries_by_key_message_id_offset_and_time(shop: Shop) -> None:
+    shop.wait_store_ready(3)
+    produced = shop.workload(
+        "produce", "--topic", "orders", "--run", "inside", "--count", "3000", "--batch", "100"
+    )
+    assert not produced["unknown"], produced["errors"]
+    acked = produced["acked"]
+    assert len(acked) == 3000
+    by_key: dict[str, list[Any]] = {}
+    for value, partition, offset, msg_id in acked:
+        by_key.setdefault(f"key-{int(value.split(':')[1]) % 97}", []).append(
+            (partition, offset, msg_id)
+        )
+    # Each key went to one partition (key hash), so its messages are in offset order there.
+    assert all(len({p for p, _, _ in v}) == 1 for v in by_key.values())
+    sample = acked[::750]
+    answers = shop.workload(
+        "lookups",
+        "--topic", "orders",
+        "--keys", "key-1,key-2",
+        "--msg-ids", ",".join(a[3] for a in sample),
+        "--offsets", ",".join(f"{a[1]}:{a[2]}" for a in sample),
+    )  # fmt: skip
+    for key in ("key-1", "key-2"):
+        want = [m for _, _, m in sorted(by_key[key], key=lambda e: e[1], reverse=True)]
+        got = [m for m in answers["by_key"][key] if m in set(want)]
+        assert got == want, f"{key}: newest first, every message"
+    for value, partition, offset, msg_id in sample:
+        one = answers["by_id"][msg_id]
+        assert (one["partition"], one["offset"], one["value"]) == (partition, offset, value)
+        first = answers["by_offset"][f"{partition}:{offset}"][0]
+        assert first[0] == offset and first[2] == msg_id
+    by_time = answers["by_time"]
+    assert by_time["offsets"] and by_time["offsets"] == by_time["expected"], by_time
+
+
+def _get(url: str, token: str | None) -> tuple[int, Any]:
+    req = urllib.request.Request(url)
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read() or b"null")
+
+
+def test_the_node_port_answers_from_the_host_with_the_token_only(
+    kind_cluster: KindCluster, shop: Shop
+) -> None:
+    shop.kubectl("apply", "-f", str(REPO / "examples" / "client-nodeport.yaml"))
+    token = shop.kubectl(
+        "get", "secret", "orders-token", "-o", "jsonpath={.data.token}"
+    ).stdout
+    import base64
+
+    token = base64.b64decode(token).decode()
+    base = f"http://127.0.0.1:{kind_cluster.host_ports[30080]}"
+    status, body = kind_cluster.wait_until(
+        lambda: (lambda r: r if r[0] == 200 else None)(_get(f"{base}/v1/cluster", token)),
+        "the NodePort to answer from the host",
+        timeout=120,
+    )
+    assert sorted(n["id"] for n in body["nodes"]) == ["orders-0", "orders-1", "orders-2"]
+    status, body = _get(f"{base}/v1/cluster", None)
+    assert status == 401, body
+    status, body = _get(f"{base}/v1/cluster", "wrong-token")
+    assert status in (401, 403), body

@@ -1,0 +1,331 @@
+"""A real kind cluster (one control plane, two workers) running msgstore's own images.
+
+Everything it needs is built on this machine before the first test that uses it, right after
+collection (cold builds take longer than the per-test timeout): a Docker engine
+(scripts/docker-engine.sh), the kind node image assembled from Go modules and Debian packages
+(scripts/kind/node-image.sh), the two msgstore images (scripts/build-images.sh), and kubectl and
+helm (tests/controlplane/build.sh). A failed build never skips anything: every test that needs
+the cluster fails with the build's own message.
+
+The cluster is created from the repository's kind-config.yaml with another name and free host
+ports, images are loaded with `kind load` (pods never pull: no registry is reachable), and it is
+deleted at the end of the session, also after failures (MSGSTORE_E2E_KEEP=1 keeps it for a
+look). Host settings that kubelets inside kind nodes change are saved first and restored after,
+and a Docker engine started here is stopped by its PID.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cluster_tools import K8sCluster, KubectlError
+from fixtures_controlplane import ControlPlaneBuildError, ensure_built, require_binary
+
+from storage_node.local import free_port
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = REPO / "scripts"
+KIND_SH = SCRIPTS / "kind" / "kind.sh"
+NODE_IMAGE_SH = SCRIPTS / "kind" / "node-image.sh"
+HOST_SETTINGS_SH = SCRIPTS / "kind" / "host-settings.sh"
+BUILD_IMAGES_SH = SCRIPTS / "build-images.sh"
+DOCKER_ENGINE_SH = SCRIPTS / "docker-engine.sh"
+CLUSTER_NAME = "msgstore-e2e"
+KEEP_ENV = "MSGSTORE_E2E_KEEP"
+
+
+def app_version() -> str:
+    chart = yaml.safe_load((REPO / "helm" / "msgstore" / "Chart.yaml").read_text())
+    return str(chart["appVersion"])
+
+
+NODE_IMAGE = f"msgstore:{app_version()}"
+SPARK_IMAGE = f"msgstore-spark:{app_version()}"
+
+
+@dataclass
+class _Prepared:
+    """What the collection-time preparation produced, or why it failed."""
+
+    error: str = ""
+    node_image: str = ""
+    started_engine: bool = False
+    times: dict[str, float] = field(default_factory=dict)
+
+
+_prepared: _Prepared | None = None
+
+
+def _stream(argv: list[str], tag: str, timeout: float) -> str:
+    """Runs a build script, echoing its stderr with a tag; returns stdout or raises."""
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stderr is not None and proc.stdout is not None
+    err: list[str] = []
+    for line in proc.stderr:
+        err.append(line)
+        sys.stderr.write(f"[{tag}] {line}")
+    out = proc.stdout.read()
+    code = proc.wait(timeout=max(1.0, timeout - (time.monotonic() - started)))
+    if code != 0:
+        raise RuntimeError(
+            f"{' '.join(argv)} exited with {code} after {time.monotonic() - started:.0f}s:\n"
+            + "".join(err[-60:])
+            + out[-4000:]
+        )
+    return out
+
+
+def _prepare() -> _Prepared:
+    """Engine, node image, msgstore images, kubectl and helm: all built or reused here."""
+    prep = _Prepared()
+    steps: list[tuple[str, Any]] = [
+        (
+            "docker engine",
+            lambda: _stream(["bash", str(DOCKER_ENGINE_SH), "ensure"], "docker", 900),
+        ),
+        ("kubectl and helm", lambda: ensure_built(["kubernetes", "helm"])),
+        ("kind node image", lambda: _stream(["bash", str(NODE_IMAGE_SH)], "kind", 3600)),
+        ("msgstore images", lambda: _stream(["bash", str(BUILD_IMAGES_SH), "all"], "images", 3600)),
+    ]
+    for what, step in steps:
+        started = time.monotonic()
+        try:
+            result = step()
+        except (RuntimeError, OSError, ControlPlaneBuildError, subprocess.TimeoutExpired) as exc:
+            prep.error = f"preparing the kind cluster failed at '{what}':\n{exc}"
+            return prep
+        prep.times[what] = round(time.monotonic() - started, 1)
+        if what == "docker engine":
+            prep.started_engine = str(result).strip().startswith("started")
+        if what == "kind node image":
+            lines = [line for line in str(result).splitlines() if line.strip()]
+            prep.node_image = lines[-1].strip() if lines else ""
+    sys.stderr.write(f"[kind] prepared in {json.dumps(prep.times)}\n")
+    return prep
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """Builds what the cluster needs once, before the first test, when a test needs it."""
+    global _prepared
+    if config.option.collectonly or _prepared is not None:
+        return
+    if any("kind_cluster" in getattr(item, "fixturenames", ()) for item in items):
+        _prepared = _prepare()
+
+
+@dataclass(frozen=True)
+class KindCluster(K8sCluster):
+    """A running kind cluster: the K8sCluster tools plus kind's own names and ports."""
+
+    node_names: tuple[str, ...] = ()
+    worker_names: tuple[str, ...] = ()
+    # containerPort of kind-config.yaml's extraPortMappings -> the host port used here.
+    host_ports: dict[int, int] = field(default_factory=dict)
+
+    def kind(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        return _kind(*args, timeout=timeout)
+
+    def docker(self, *args: str, timeout: float = 300, check: bool = True) -> str:
+        proc = subprocess.run(
+            ["docker", *args], capture_output=True, text=True, timeout=timeout, check=False
+        )
+        if check and proc.returncode != 0:
+            raise KubectlError(f"docker {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
+        return proc.stdout
+
+    def diagnostics(self, namespaces: list[str] | None = None) -> str:
+        """Pods, events and logs: what a failing end-to-end test prints."""
+        parts: list[str] = []
+
+        def add(title: str, *args: str) -> None:
+            got = self.run_kubectl(*args, check=False, timeout=60)
+            parts.append(f"--- {title} ---\n{got.stdout}{got.stderr}")
+
+        add("nodes", "get", "nodes", "-o", "wide")
+        add("pods", "get", "pods", "-A", "-o", "wide")
+        add("events", "get", "events", "-A", "--sort-by=.lastTimestamp")
+        add("messagestores", "get", "messagestores", "-A", "-o", "yaml")
+        pods = self.get_json("pods", "-A").get("items", [])
+        for pod in pods:
+            ns = pod["metadata"]["namespace"]
+            if ns == "kube-system" or (namespaces and ns not in namespaces):
+                continue
+            name = pod["metadata"]["name"]
+            add(f"logs {ns}/{name}", "logs", "-n", ns, name, "--all-containers", "--tail=80")
+            restarted = any(
+                s.get("restartCount", 0) for s in pod.get("status", {}).get("containerStatuses", [])
+            )
+            if restarted:
+                add(
+                    f"previous logs {ns}/{name}",
+                    "logs",
+                    "-n",
+                    ns,
+                    name,
+                    "--all-containers",
+                    "--previous",
+                    "--tail=80",
+                )
+        return "\n".join(parts)
+
+
+_current: KindCluster | None = None
+
+
+def _kind(*args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        ["bash", str(KIND_SH), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if check and proc.returncode != 0:
+        raise KubectlError(
+            f"kind {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+        )
+    return proc
+
+
+def _kind_config(work: Path) -> tuple[Path, dict[int, int]]:
+    """kind-config.yaml with this session's name and free host ports (never a user's)."""
+    config = yaml.safe_load((REPO / "kind-config.yaml").read_text())
+    config["name"] = CLUSTER_NAME
+    ports: dict[int, int] = {}
+    for node in config["nodes"]:
+        for mapping in node.get("extraPortMappings", []):
+            mapping["hostPort"] = free_port("127.0.0.1", list(ports.values()))
+            mapping["listenAddress"] = "127.0.0.1"
+            ports[int(mapping["containerPort"])] = int(mapping["hostPort"])
+    path = work / "kind-config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path, ports
+
+
+def _delete(work: Path) -> None:
+    _kind(
+        "delete",
+        "cluster",
+        "--name",
+        CLUSTER_NAME,
+        "--kubeconfig",
+        str(work / "gone"),
+        check=False,
+        timeout=300,
+    )
+
+
+@pytest.fixture(scope="session")
+def kind_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KindCluster]:
+    """The kind cluster for the whole session, with msgstore's images loaded on its nodes."""
+    global _current
+    prep = _prepared or _Prepared(error="the kind cluster was not prepared after collection")
+    if prep.error:
+        pytest.fail(prep.error, pytrace=False)
+    kubectl = require_binary("kubectl")
+    helm = require_binary("helm")
+    work = tmp_path_factory.mktemp("kind")
+    subprocess.run(["bash", str(HOST_SETTINGS_SH), "save", str(work / "host")], check=True)
+    # A cluster left by an interrupted run is replaced, so a half-failed run can be re-run.
+    if CLUSTER_NAME in _kind("get", "clusters", check=False).stdout.split():
+        _delete(work)
+    config, host_ports = _kind_config(work)
+    kubeconfig = work / "kubeconfig"
+    env = dict(os.environ)
+    env.update(
+        {"KUBECONFIG": str(kubeconfig), "PATH": f"{kubectl.parent}{os.pathsep}{env['PATH']}"}
+    )
+    try:
+        started = time.monotonic()
+        _kind(
+            "create",
+            "cluster",
+            "--name",
+            CLUSTER_NAME,
+            "--image",
+            prep.node_image,
+            "--config",
+            str(config),
+            "--kubeconfig",
+            str(kubeconfig),
+            "--wait",
+            "300s",
+            timeout=900,
+        )
+        created = time.monotonic() - started
+        nodes = _kind("get", "nodes", "--name", CLUSTER_NAME).stdout.split()
+        workers = tuple(sorted(n for n in nodes if "worker" in n))
+        started = time.monotonic()
+        _kind("load", "docker-image", "--name", CLUSTER_NAME, NODE_IMAGE, timeout=900)
+        # Spark pods never run on the control plane (it is tainted): load only the workers.
+        _kind(
+            "load",
+            "docker-image",
+            "--name",
+            CLUSTER_NAME,
+            SPARK_IMAGE,
+            "--nodes",
+            ",".join(workers),
+            timeout=900,
+        )
+        loaded = time.monotonic() - started
+        server = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+        cluster = KindCluster(
+            name=CLUSTER_NAME,
+            kubeconfig=kubeconfig,
+            api_server_url=str(server),
+            kubectl=kubectl,
+            helm=helm,
+            bin_dir=kubectl.parent,
+            workdir=work,
+            env=env,
+            node_names=tuple(sorted(nodes)),
+            worker_names=workers,
+            host_ports=host_ports,
+        )
+        cluster.run_kubectl(
+            "wait", "--for=condition=Ready", "nodes", "--all", "--timeout=300s", timeout=330
+        )
+        sys.stderr.write(
+            f"[kind] cluster {CLUSTER_NAME}: created in {created:.0f}s, images loaded in "
+            f"{loaded:.0f}s\n"
+        )
+        _current = cluster
+        yield cluster
+    finally:
+        _current = None
+        if os.environ.get(KEEP_ENV) != "1":
+            _delete(work)
+        subprocess.run(["bash", str(HOST_SETTINGS_SH), "restore", str(work / "host")], check=False)
+        if prep.started_engine and os.environ.get(KEEP_ENV) != "1":
+            subprocess.run(["bash", str(DOCKER_ENGINE_SH), "stop"], check=False)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failing test on the kind cluster shows the pods' state, events and logs."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and _current is not None and "kind_cluster" in item.fixturenames:
+        try:
+            text = _current.diagnostics()
+        except (KubectlError, subprocess.TimeoutExpired, OSError) as exc:
+            text = f"could not collect diagnostics: {exc}"
+        report.sections.append(("kubernetes diagnostics", text))
