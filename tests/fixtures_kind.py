@@ -96,7 +96,7 @@ def _prepare() -> _Prepared:
             "docker engine",
             lambda: _stream(["bash", str(DOCKER_ENGINE_SH), "ensure"], "docker", 900),
         ),
-        ("kubectl and helm", lambda: ensure_built(["kubernetes", "helm"])),
+        ("kubectl, helm, minio", lambda: ensure_built(["kubernetes", "helm", "minio"])),
         ("kind node image", lambda: _stream(["bash", str(NODE_IMAGE_SH)], "kind", 3600)),
         ("msgstore images", lambda: _stream(["bash", str(BUILD_IMAGES_SH), "all"], "images", 3600)),
     ]
@@ -186,6 +186,40 @@ class KindCluster(K8sCluster):
 
 
 _current: KindCluster | None = None
+
+
+def minio_image(cluster: KindCluster) -> str:
+    """MinIO (built from its Go module) on the node image's Debian base, loaded on the workers.
+
+    Built with the classic builder and no network: the binary is the only thing copied in.
+    """
+    binary = require_binary("minio")
+    tag = f"msgstore-e2e/minio:{binary.stat().st_size}-{int(binary.stat().st_mtime)}"
+    if subprocess.run(["docker", "image", "inspect", tag], capture_output=True).returncode != 0:
+        context = cluster.workdir / "minio-image"
+        context.mkdir(exist_ok=True)
+        (context / "minio").write_bytes(binary.read_bytes())
+        (context / "minio").chmod(0o755)
+        (context / "Dockerfile").write_text(
+            f"FROM {NODE_IMAGE}\nCOPY minio /usr/local/bin/minio\nUSER 10001:10001\n"
+            'ENTRYPOINT ["/usr/local/bin/minio"]\n'
+        )
+        subprocess.run(
+            ["docker", "build", "--network", "none", "-q", "-t", tag, str(context)],
+            env={**os.environ, "DOCKER_BUILDKIT": "0"},
+            check=True,
+            capture_output=True,
+        )
+    _kind(
+        "load",
+        "docker-image",
+        "--name",
+        CLUSTER_NAME,
+        tag,
+        "--nodes",
+        ",".join(cluster.worker_names),
+    )
+    return tag
 
 
 def _kind(*args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -119,9 +119,11 @@ class Shop:
             ready, f"{self.store} Ready with {replicas} nodes", timeout, interval=2
         )
 
-    def check_acked(self, produced: dict[str, Any], prefix: str) -> dict[str, Any]:
+    def check_acked(
+        self, produced: dict[str, Any], prefix: str, topic: str = "orders"
+    ) -> dict[str, Any]:
         """Every acknowledged message is stored exactly once; unknown outcomes at most once."""
-        stored = self.workload("values", "--topic", "orders", "--prefix", prefix)["values"]
+        stored = self.workload("values", "--topic", topic, "--prefix", prefix)["values"]
         seen: dict[str, list[Any]] = {}
         for value, partition, offset in stored:
             seen.setdefault(value, []).append((partition, offset))

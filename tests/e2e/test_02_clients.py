@@ -62,9 +62,7 @@ def test_the_node_port_answers_from_the_host_with_the_token_only(
     kind_cluster: KindCluster, shop: Shop
 ) -> None:
     shop.kubectl("apply", "-f", str(REPO / "examples" / "client-nodeport.yaml"))
-    token = shop.kubectl(
-        "get", "secret", "orders-token", "-o", "jsonpath={.data.token}"
-    ).stdout
+    token = shop.kubectl("get", "secret", "orders-token", "-o", "jsonpath={.data.token}").stdout
     import base64
 
     token = base64.b64decode(token).decode()
