@@ -7,8 +7,7 @@ collection (cold builds take longer than the per-test timeout): a Docker engine
 helm (tests/controlplane/build.sh). A failed build never skips anything: every test that needs
 the cluster fails with the build's own message.
 
-The cluster is created from the repository's kind-config.yaml with another name and free host
-ports, images are loaded with `kind load` (pods never pull: no registry is reachable), and it is
+The cluster is created from the repository's kind-config.yaml with another name, images are loaded with `kind load` (pods never pull: no registry is reachable), and it is
 deleted at the end of the session, also after failures (MSGSTORE_E2E_KEEP=1 keeps it for a
 look). Host settings that kubelets inside kind nodes change are saved first and restored after,
 and a Docker engine started here is stopped by its PID.
@@ -18,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -30,8 +30,6 @@ import pytest
 import yaml
 from cluster_tools import K8sCluster, KubectlError
 from fixtures_controlplane import ControlPlaneBuildError, ensure_built, require_binary
-
-from storage_node.local import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "scripts"
@@ -238,16 +236,34 @@ def _kind(*args: str, timeout: float = 600, check: bool = True) -> subprocess.Co
     return proc
 
 
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def _kind_config(work: Path) -> tuple[Path, dict[int, int]]:
-    """kind-config.yaml with this session's name and free host ports (never a user's)."""
+    """kind-config.yaml with this session's cluster name.
+
+    The host ports stay as the file maps them: the external addresses that the sample store
+    advertises (127.0.0.1:30081...) must be the ports the host really listens on. A port
+    already taken (say, by a cluster of `make kind-up`) is reported, never silently moved.
+    """
     config = yaml.safe_load((REPO / "kind-config.yaml").read_text())
     config["name"] = CLUSTER_NAME
     ports: dict[int, int] = {}
     for node in config["nodes"]:
         for mapping in node.get("extraPortMappings", []):
-            mapping["hostPort"] = free_port("127.0.0.1", list(ports.values()))
-            mapping["listenAddress"] = "127.0.0.1"
             ports[int(mapping["containerPort"])] = int(mapping["hostPort"])
+    busy = sorted(p for p in ports.values() if not _port_free(p))
+    if busy:
+        raise KubectlError(
+            f"host ports {busy} of kind-config.yaml are in use (a cluster of `make kind-up`? "
+            "`make kind-down` removes it); the end-to-end cluster needs them"
+        )
     path = work / "kind-config.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path, ports

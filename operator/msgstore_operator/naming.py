@@ -88,5 +88,16 @@ def node_address(name: str, namespace: str, ordinal: int, port: int, domain: str
     return f"http://{host}:{port}"
 
 
+def external_service_name(name: str, ordinal: int) -> str:
+    return f"{pod_name(name, ordinal)}-external"
+
+
+def external_address(host: str, port: int) -> str:
+    """A node's address for clients outside the cluster (IPv6 literals in brackets)."""
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
 def service_address(name: str, namespace: str, port: int, domain: str) -> str:
     return f"http://{client_service_name(name)}.{namespace}.svc.{domain}:{port}"

@@ -59,6 +59,19 @@ def read_published(name: str, text: str | None) -> PublishedTable | None:
     return PublishedTable(table.generation, node_count, owners, table.to_json())
 
 
+def _node_entry(
+    name: str, namespace: str, spec: StoreSpec, ordinal: int, domain: str
+) -> dict[str, Any]:
+    entry = {
+        "id": naming.pod_name(name, ordinal),
+        "address": naming.node_address(name, namespace, ordinal, spec.port, domain),
+    }
+    port = spec.external.node_port(ordinal)
+    if port is not None:
+        entry["external_address"] = naming.external_address(spec.external.host, port)
+    return entry
+
+
 def build_routing_document(
     name: str,
     namespace: str,
@@ -95,13 +108,7 @@ def build_routing_document(
         "format": 1,
         "generation": generation,
         "managed_by": "operator",
-        "nodes": [
-            {
-                "id": naming.pod_name(name, i),
-                "address": naming.node_address(name, namespace, i, spec.port, domain),
-            }
-            for i in range(node_count)
-        ],
+        "nodes": [_node_entry(name, namespace, spec, i, domain) for i in range(node_count)],
         "topics": topics,
     }
 

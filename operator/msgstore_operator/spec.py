@@ -36,6 +36,20 @@ class FlushSpec:
 
 
 @dataclass(frozen=True)
+class ExternalSpec:
+    """Per-node NodePorts for clients outside the cluster (the CRD's ``external``)."""
+
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    node_port_base: int | None = None
+
+    def node_port(self, ordinal: int) -> int | None:
+        if not self.enabled or self.node_port_base is None:
+            return None
+        return self.node_port_base + ordinal
+
+
+@dataclass(frozen=True)
 class TieringSpec:
     enabled: bool = False
     url: str | None = None
@@ -97,6 +111,7 @@ class StoreSpec:
     retention_hours: float = 168.0
     topics: tuple[TopicSpec, ...] = ()
     tiering: TieringSpec = field(default_factory=TieringSpec)
+    external: ExternalSpec = field(default_factory=ExternalSpec)
     compaction: CompactionSpec = field(default_factory=CompactionSpec)
     auth: AuthSpec = field(default_factory=AuthSpec)
     pod_template: PodTemplateSpec = field(default_factory=PodTemplateSpec)
@@ -134,6 +149,7 @@ def parse_spec(
     flush = raw.get("flush") or {}
     index = raw.get("index") or {}
     tiering = raw.get("tiering") or {}
+    external = raw.get("external") or {}
     compaction = raw.get("compaction") or {}
     spark = compaction.get("spark") or {}
     auth = raw.get("auth") or {}
@@ -181,6 +197,13 @@ def parse_spec(
             endpoint=tiering.get("endpoint"),
             credentials_secret=tiering.get("credentialsSecret"),
             upload_after_hours=float(_get(tiering, "uploadAfterHours", 1.0)),
+        ),
+        external=ExternalSpec(
+            enabled=bool(_get(external, "enabled", False)),
+            host=str(_get(external, "host", "127.0.0.1")),
+            node_port_base=(
+                int(external["nodePortBase"]) if external.get("nodePortBase") is not None else None
+            ),
         ),
         compaction=CompactionSpec(
             mode=str(_get(compaction, "mode", "node")),

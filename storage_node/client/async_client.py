@@ -44,13 +44,14 @@ class AsyncClient:
         producer_id: str | None = None,
         max_retries: int = 8,
         binary: bool = True,
+        listener: str = "auto",
     ) -> None:
         self.endpoints = normalize_endpoints(endpoint)
         self.token = token
         self.timeout = aiohttp.ClientTimeout(total=timeout)
         self.max_retries = max_retries
         self.binary = binary
-        self.routing = RoutingCache(self.endpoints)
+        self.routing = RoutingCache(self.endpoints, listener)
         self.sequences = SequenceSource(producer_id)
         self._session: aiohttp.ClientSession | None = None
 
@@ -217,11 +218,11 @@ class AsyncClient:
             try:
                 return await self.request(method, address, path, **kw)
             except NotOwner as err:
-                target = redirect_target(err)
+                await self.refresh_routing()
+                target = redirect_target(err, self.routing)
                 if target is None:
                     raise
                 address = target
-                await self.refresh_routing()
             except MsgStoreError as err:
                 if not is_retryable(err):
                     raise

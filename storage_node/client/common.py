@@ -136,11 +136,22 @@ class SubBatch:
     result: Any = field(default=None, repr=False)
 
 
-class RoutingCache:
-    """The client's copy of the routing table, refreshed on 421 answers."""
+LISTENERS = ("auto", "internal", "external")
 
-    def __init__(self, endpoints: list[str]) -> None:
+
+class RoutingCache:
+    """The client's copy of the routing table, refreshed on 421 answers.
+
+    ``listener`` picks which node addresses to use: ``internal`` (the cluster's own names),
+    ``external`` (each node's ``external_address``, e.g. a Kubernetes NodePort), or ``auto``:
+    external when the client was given one of the nodes' external addresses as its endpoint.
+    """
+
+    def __init__(self, endpoints: list[str], listener: str = "auto") -> None:
+        if listener not in LISTENERS:
+            raise InvalidArgument(f"listener must be one of {', '.join(LISTENERS)}")
         self.endpoints = endpoints
+        self.listener = listener
         self.table: RoutingTable | None = None
         self._rr = itertools.count()
         self._lock = threading.Lock()
@@ -156,10 +167,27 @@ class RoutingCache:
                 self.table = table
         return self.table  # type: ignore[return-value]
 
+    def listener_in_use(self) -> str:
+        if self.listener != "auto":
+            return self.listener
+        table = self.table
+        external = {n.external_address for n in table.nodes} if table else set()
+        return "external" if external & set(self.endpoints) else "internal"
+
     def node_addresses(self) -> list[str]:
         if self.table is None:
             return list(self.endpoints)
-        return [n.address for n in self.table.nodes] or list(self.endpoints)
+        listener = self.listener_in_use()
+        return [n.address_for(listener) for n in self.table.nodes] or list(self.endpoints)
+
+    def address_of(self, node_id: str) -> str | None:
+        if self.table is None:
+            return None
+        listener = self.listener_in_use()
+        for node in self.table.nodes:
+            if node.id == node_id:
+                return node.address_for(listener)
+        return None
 
     def owner(self, topic: str, partition: int) -> tuple[str, str] | None:
         if self.table is None:
@@ -168,7 +196,7 @@ class RoutingCache:
         if route is None or partition >= route.partitions:
             return None
         owner = route.owners[partition]
-        address = self.table.node_address(owner)
+        address = self.address_of(owner)
         return (owner, address) if address else None
 
     def partitions(self, topic: str) -> int | None:
@@ -287,8 +315,15 @@ def is_retryable(err: BaseException) -> bool:
     return False
 
 
-def redirect_target(err: BaseException) -> str | None:
+def redirect_target(err: BaseException, routing: RoutingCache | None = None) -> str | None:
+    """Where a 421 says to go: the owner's address on this client's listener when the
+    routing table knows the owner (a node names its internal address), else as named."""
     if isinstance(err, NotOwner):
+        owner_id = err.details.get("owner_id")
+        if routing is not None and isinstance(owner_id, str):
+            known = routing.address_of(owner_id)
+            if known:
+                return known
         owner = err.details.get("owner")
         return str(owner) if owner else None
     return None

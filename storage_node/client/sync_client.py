@@ -40,7 +40,8 @@ class Client:
 
     ``producer_id`` fixes the idempotency identity (default: random per client); every
     sub-batch sent to a node carries (producer_id, next sequence), reused on each retry, so a
-    resend after a lost answer or a node restart never writes twice.
+    resend after a lost answer or a node restart never writes twice. ``listener`` chooses the
+    nodes' internal or external addresses (``auto``: external when ``endpoint`` is one).
     """
 
     def __init__(
@@ -51,13 +52,14 @@ class Client:
         producer_id: str | None = None,
         max_retries: int = 8,
         binary: bool = True,
+        listener: str = "auto",
     ) -> None:
         self.endpoints = normalize_endpoints(endpoint)
         self.token = token
         self.timeout = timeout
         self.max_retries = max_retries
         self.binary = binary
-        self.routing = RoutingCache(self.endpoints)
+        self.routing = RoutingCache(self.endpoints, listener)
         self.sequences = SequenceSource(producer_id)
         self._local = threading.local()
         self._pool: ThreadPoolExecutor | None = None
@@ -238,11 +240,11 @@ class Client:
             try:
                 return self.request(method, address, path, **kw)
             except NotOwner as err:
-                target = redirect_target(err)
+                self.refresh_routing()
+                target = redirect_target(err, self.routing)
                 if target is None:
                     raise
                 address = target
-                self.refresh_routing()
             except MsgStoreError as err:
                 if not is_retryable(err):
                     raise

@@ -32,6 +32,14 @@ def check_topic_name(name: object) -> str:
 class NodeEntry:
     id: str
     address: str
+    # Where clients outside the cluster reach this node (Kubernetes NodePort), if anywhere.
+    external_address: str | None = None
+
+    def address_for(self, listener: str) -> str:
+        """The address of the given listener ("internal" or "external"), internal if none."""
+        if listener == "external" and self.external_address:
+            return self.external_address
+        return self.address
 
 
 @dataclass(frozen=True)
@@ -85,7 +93,7 @@ class RoutingTable:
                 "format": ROUTING_FORMAT,
                 "generation": self.generation,
                 "managed_by": self.managed_by,
-                "nodes": [{"id": n.id, "address": n.address} for n in self.nodes],
+                "nodes": [_node_json(n) for n in self.nodes],
                 "topics": {
                     name: {
                         **doc.get("topics", {}).get(name, {}),
@@ -110,6 +118,13 @@ class RoutingTable:
         topics = dict(self.topics)
         topics[name] = TopicRoute(name, partitions, compression, float(retention_hours), owners)
         return RoutingTable(self.generation + 1, self.managed_by, self.nodes, topics, self.raw)
+
+
+def _node_json(node: NodeEntry) -> dict[str, str]:
+    doc = {"id": node.id, "address": node.address}
+    if node.external_address:
+        doc["external_address"] = node.external_address
+    return doc
 
 
 def _require(cond: bool, message: str) -> None:
@@ -140,7 +155,15 @@ def parse_routing(doc: object) -> RoutingTable:
             isinstance(address, str) and address.startswith(("http://", "https://")),
             f"node {node_id!r} needs an http(s) 'address'",
         )
-        nodes.append(NodeEntry(node_id, address.rstrip("/")))
+        external = entry.get("external_address")
+        _require(
+            external is None
+            or (isinstance(external, str) and external.startswith(("http://", "https://"))),
+            f"node {node_id!r}: 'external_address' must be an http(s) URL",
+        )
+        nodes.append(
+            NodeEntry(node_id, address.rstrip("/"), external.rstrip("/") if external else None)
+        )
     ids = [n.id for n in nodes]
     _require(len(set(ids)) == len(ids), "node ids must be unique")
     topics_doc = doc.get("topics", {})

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import os
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from typing import Any
 
-from e2e_support import REPO, Shop
+from e2e_support import REPO, WORKLOAD, Shop
 from fixtures_kind import KindCluster
 
 
@@ -47,6 +51,11 @@ def test_a_pod_produces_and_queries_by_key_message_id_offset_and_time(shop: Shop
     assert by_time["offsets"] and by_time["offsets"] == by_time["expected"], by_time
 
 
+def _token(shop: Shop) -> str:
+    raw = shop.kubectl("get", "secret", "orders-token", "-o", "jsonpath={.data.token}").stdout
+    return base64.b64decode(raw).decode()
+
+
 def _get(url: str, token: str | None) -> tuple[int, Any]:
     req = urllib.request.Request(url)
     if token:
@@ -77,3 +86,49 @@ def test_the_node_port_answers_from_the_host_with_the_token_only(
     assert status == 401, body
     status, body = _get(f"{base}/v1/cluster", "wrong-token")
     assert status in (401, 403), body
+
+
+def _host_workload(endpoint: str, token: str, *args: str) -> Any:
+    """tests/e2e/workload.py run on this machine, outside the cluster."""
+    env = {**os.environ, "MSGSTORE_ENDPOINT": endpoint, "MSGSTORE_TOKEN": token}
+    got = subprocess.run(
+        [sys.executable, str(WORKLOAD), *args], env=env, capture_output=True, text=True,
+        timeout=300, check=False,
+    )  # fmt: skip
+    assert got.returncode == 0, got.stderr[-3000:]
+    return json.loads(got.stdout.strip().splitlines()[-1])
+
+
+def test_a_client_outside_the_cluster_reaches_every_node_through_its_node_port(
+    kind_cluster: KindCluster, shop: Shop
+) -> None:
+    token = _token(shop)
+    services = shop.get("services", "-l", "app.kubernetes.io/component=external")["items"]
+    ports = sorted(s["spec"]["ports"][0]["nodePort"] for s in services)
+    assert ports == [30081, 30082, 30083], ports
+    endpoint = "http://127.0.0.1:30081"
+    tables = kind_cluster.wait_until(
+        lambda: _host_workload(endpoint, token, "cluster"), "every node from outside", 120, 2
+    )
+    assert sorted(tables) == ["orders-0", "orders-1", "orders-2"]
+    addresses = {n["external_address"] for n in next(iter(tables.values()))["nodes"]}
+    assert addresses == {f"http://127.0.0.1:{p}" for p in ports}
+    produced = _host_workload(
+        endpoint, token, "produce", "--topic", "orders", "--run", "outside", "--count", "1200"
+    )
+    assert not produced["unknown"], produced["errors"]
+    partitions = {a[1] for a in produced["acked"]}
+    assert partitions == set(range(6)), partitions  # owned by all three nodes
+    sample = produced["acked"][::400]
+    answers = _host_workload(
+        endpoint, token, "lookups", "--topic", "orders", "--keys", "key-5",
+        "--msg-ids", ",".join(a[3] for a in sample),
+        "--offsets", ",".join(f"{a[1]}:{a[2]}" for a in sample),
+    )  # fmt: skip
+    for value, partition, offset, msg_id in sample:
+        assert answers["by_id"][msg_id]["value"] == value
+        assert answers["by_offset"][f"{partition}:{offset}"][0][2] == msg_id
+    assert answers["by_key"]["key-5"]
+    assert answers["by_time"]["offsets"] == answers["by_time"]["expected"]
+    # What the outside client wrote, a pod inside reads.
+    shop.check_acked(produced, "outside:")

@@ -11,7 +11,7 @@ from ..spec import StoreSpec
 from .config import build_config_map, build_routing_config_map
 from .meta import Owner
 from .policy import build_pdb
-from .services import build_client_service, build_headless_service
+from .services import build_client_service, build_external_service, build_headless_service
 from .spark import (
     build_compaction_cronjob,
     build_spark_role,
@@ -19,6 +19,8 @@ from .spark import (
     build_spark_service_account,
 )
 from .statefulset import build_statefulset
+
+EXTERNAL_SCAN = 8
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,23 @@ def spark_refs(owner: Owner) -> list[ChildRef]:
     ]
 
 
+def external_children(
+    owner: Owner, spec: StoreSpec, replicas: int, known: int
+) -> tuple[list[dict[str, Any]], list[ChildRef]]:
+    """Per-node NodePort Services for nodes 0..replicas-1; the rest of ``known`` are absent."""
+    objects: list[dict[str, Any]] = []
+    absent: list[ChildRef] = []
+    for ordinal in range(max(replicas, known)):
+        port = spec.external.node_port(ordinal)
+        if ordinal < replicas and port is not None:
+            objects.append(build_external_service(owner, spec, ordinal, port))
+        else:
+            absent.append(
+                ChildRef("v1", "Service", naming.external_service_name(owner.name, ordinal))
+            )
+    return objects, absent
+
+
 def desired_children(
     owner: Owner, spec: StoreSpec, replicas: int, routing_text: str, domain: str
 ) -> DesiredState:
@@ -80,7 +99,10 @@ def desired_children(
         build_statefulset(owner, spec, replicas, digest, token, domain),
         build_pdb(owner),
     ]
-    absent: list[ChildRef] = []
+    # Services of nodes that no longer exist (or of a switched-off listener) are removed; the
+    # scan goes a few ordinals past the replicas so a scale-down leaves nothing behind.
+    external, absent = external_children(owner, spec, replicas, replicas + EXTERNAL_SCAN)
+    objects += external
     if spec.compaction.mode == "spark":
         objects += spark_children(owner, spec, endpoint, token)
     else:

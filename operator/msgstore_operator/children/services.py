@@ -41,3 +41,25 @@ def build_client_service(owner: Owner, spec: StoreSpec) -> dict[str, Any]:
             "ports": [_port(spec)],
         },
     }
+
+
+def build_external_service(
+    owner: Owner, spec: StoreSpec, ordinal: int, port: int
+) -> dict[str, Any]:
+    """One node's NodePort: outside clients reach exactly that node (the routing table lists
+    it as the node's ``external_address``), as Kafka's external listeners do per broker."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": object_meta(
+            owner, naming.external_service_name(owner.name, ordinal), "external"
+        ),
+        "spec": {
+            "type": "NodePort",
+            "selector": {
+                **naming.selector_labels(owner.name),
+                "statefulset.kubernetes.io/pod-name": naming.pod_name(owner.name, ordinal),
+            },
+            "ports": [{**_port(spec), "nodePort": port}],
+        },
+    }

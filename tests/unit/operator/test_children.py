@@ -255,7 +255,18 @@ def test_desired_children_node_mode():
         ("StatefulSet", "demo"),
         ("PodDisruptionBudget", "demo"),
     ]
-    assert {r.kind for r in state.absent} == {"CronJob", "Role", "RoleBinding", "ServiceAccount"}
+    assert {r.kind for r in state.absent if r.kind != "Service"} == {
+        "CronJob",
+        "Role",
+        "RoleBinding",
+        "ServiceAccount",
+    }
+    # Without an external listener, no node has a NodePort Service of its own.
+    assert {r.name for r in state.absent if r.kind == "Service"} >= {
+        "demo-0-external",
+        "demo-1-external",
+        "demo-2-external",
+    }
     assert state.token_secret == "demo-token"
     sts = state.objects[4]
     assert (
@@ -275,7 +286,8 @@ def test_desired_children_spark_mode_and_user_token():
         "RoleBinding",
         "ServiceAccount",
     }
-    assert state.absent == [] and state.token_secret == "mine"
+    assert [r for r in state.absent if r.kind != "Service"] == []
+    assert state.token_secret == "mine"
 
 
 def test_routing_change_does_not_roll_pods():
@@ -318,3 +330,31 @@ def test_the_node_reads_every_setting_the_operator_gives_it():
     known |= {"MSGSTORE_" + n.upper() for n in ("data_dir",)}
     unknown = {name for name in env if name.startswith("MSGSTORE_")} - known
     assert not unknown, f"settings the node does not read: {unknown}"
+
+
+def test_external_listener_gives_every_node_its_own_node_port_and_address():
+    from msgstore_operator.routing import build_routing_document
+
+    spec = parse_spec({"external": {"enabled": True, "host": "127.0.0.1", "nodePortBase": 30081}})
+    state = desired_children(OWNER, spec, 3, "{}", "cluster.local")
+    services = {
+        o["metadata"]["name"]: o["spec"]
+        for o in state.objects
+        if o["kind"] == "Service" and o["spec"].get("type") == "NodePort"
+    }
+    assert sorted(services) == ["demo-0-external", "demo-1-external", "demo-2-external"]
+    for ordinal in range(3):
+        svc = services[f"demo-{ordinal}-external"]
+        assert svc["ports"][0]["nodePort"] == 30081 + ordinal
+        assert svc["selector"]["statefulset.kubernetes.io/pod-name"] == f"demo-{ordinal}"
+    # Nodes beyond the replicas (after a scale-down) lose their Service.
+    assert "demo-3-external" in {r.name for r in state.absent if r.kind == "Service"}
+    assert not {r.name for r in state.absent} & set(services)
+    doc = build_routing_document("demo", "ns1", spec, 3, {}, 1, "cluster.local")
+    assert [n["external_address"] for n in doc["nodes"]] == [
+        "http://127.0.0.1:30081",
+        "http://127.0.0.1:30082",
+        "http://127.0.0.1:30083",
+    ]
+    plain = build_routing_document("demo", "ns1", parse_spec({}), 3, {}, 1, "cluster.local")
+    assert all("external_address" not in n for n in plain["nodes"])
