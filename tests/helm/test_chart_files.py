@@ -90,17 +90,23 @@ def test_node_image_runs_as_the_uid_of_the_chart():
     assert 'CMD ["msgstore", "serve"]' in text
 
 
-def test_kind_config_has_one_control_plane_two_workers_and_the_client_port():
+def test_kind_config_has_one_control_plane_two_workers_and_the_client_ports():
     config = yaml.safe_load((REPO / "kind-config.yaml").read_text())
     roles = [n["role"] for n in config["nodes"]]
     assert roles == ["control-plane", "worker", "worker"]
     mappings = config["nodes"][0]["extraPortMappings"]
     service = yaml.safe_load((REPO / "examples" / "client-nodeport.yaml").read_text())
     node_port = service["spec"]["ports"][0]["nodePort"]
-    assert [(m["containerPort"], m["listenAddress"]) for m in mappings] == [
-        (node_port, "127.0.0.1")
-    ]
     store = yaml.safe_load((REPO / "examples" / "messagestore.yaml").read_text())
+    external = store["spec"]["external"]
+    # The client Service's port, then one per node of the sample store (and one to scale to).
+    wanted = [node_port] + [
+        external["nodePortBase"] + i for i in range(store["spec"]["replicas"] + 1)
+    ]
+    assert [(m["containerPort"], m["hostPort"], m["listenAddress"]) for m in mappings] == [
+        (port, port, "127.0.0.1") for port in wanted
+    ]
+    assert external["host"] == "127.0.0.1"
     assert service["spec"]["selector"]["app.kubernetes.io/instance"] == store["metadata"]["name"]
 
 
