@@ -12,8 +12,8 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
-from typing import Any, TextIO
+from collections.abc import Callable
+from typing import Any
 
 from storage_node.errors import MsgStoreError
 
@@ -175,91 +175,6 @@ def register_topic(sub: Any, parent: argparse.ArgumentParser) -> None:
     desc.set_defaults(func=cmd_topic_describe)
 
 
-def json_lines_to_messages(
-    lines: TextIO,
-    key_field: str | None = None,
-    tag_field: str | None = None,
-    time_field: str | None = None,
-) -> Iterator[dict[str, Any]]:
-    """One message per JSON line. A line with 'value'/'value_base64' is a message as the API
-    takes it; any other JSON value is the message value itself (fields can feed the key, tag
-    and born time)."""
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            doc = json.loads(line)
-        except ValueError as exc:
-            raise MsgStoreError(f"line {number} is not JSON: {exc}") from None
-        if isinstance(doc, dict) and ("value" in doc or "value_base64" in doc):
-            yield doc
-            continue
-        message: dict[str, Any] = {"value": line.strip()}
-        if isinstance(doc, dict):
-            if key_field and doc.get(key_field) is not None:
-                message["key"] = str(doc[key_field])
-            if tag_field and doc.get(tag_field) is not None:
-                message["tag"] = str(doc[tag_field])
-            if time_field and isinstance(doc.get(time_field), int):
-                message["timestamp"] = doc[time_field]
-        yield message
-
-
-def _chunks(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
-    chunk: list[Any] = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) >= size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
-def cmd_produce(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
-    source = open(args.file, encoding="utf-8") if args.file else sys.stdin  # noqa: SIM115
-    total = 0
-    try:
-        with (
-            _client(args) as client,
-            tqdm(
-                unit="msg", disable=args.quiet, file=sys.stderr, desc=f"produce {args.topic}"
-            ) as bar,
-        ):
-            messages = json_lines_to_messages(
-                source, args.key_field, args.tag_field, args.time_field
-            )
-            for chunk in _chunks(messages, args.batch_size):
-                results = client.produce(args.topic, chunk)
-                total += len(results)
-                bar.update(len(results))
-                if args.print_results:
-                    for r in results:
-                        print(json.dumps(r))
-    finally:
-        if args.file:
-            source.close()
-    print(f"produced {total} message(s) to {args.topic}", file=sys.stderr)
-    return 0
-
-
-def cmd_consume(args: argparse.Namespace) -> int:
-    with _client(args) as client:
-        count = 0
-        if args.partition is not None:
-            stream: Any = client.read_all(args.topic, args.partition, args.offset)
-        else:
-            stream = client.consume(args.topic, group=args.group)
-        for message in stream:
-            print(json.dumps(message, sort_keys=True))
-            count += 1
-            if args.max and count >= args.max:
-                break
-    return 0
-
-
 def cmd_get(args: argparse.Namespace) -> int:
     with _client(args) as client:
         _print_json(client.get_message(args.msg_id))
@@ -295,24 +210,11 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def register_data(sub: Any, parent: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("produce", parents=[parent], help="send JSON lines from stdin or a file")
-    p.add_argument("topic")
-    p.add_argument("--file", help="read this file instead of stdin")
-    p.add_argument("--batch-size", type=int, default=2000)
-    p.add_argument("--key-field", help="take the key from this field of each JSON object")
-    p.add_argument("--tag-field", help="take the tag from this field")
-    p.add_argument("--time-field", help="take the born time (ms) from this field")
-    p.add_argument("--print-results", action="store_true", help="print partition/offset/msg_id")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=cmd_produce)
+    from storage_node.cli_consume import register_consume
+    from storage_node.cli_produce import register_produce
 
-    c = sub.add_parser("consume", parents=[parent], help="print messages as JSON lines")
-    c.add_argument("topic")
-    c.add_argument("--group", help="resume from and commit this consumer group's offsets")
-    c.add_argument("--partition", type=int, help="only this partition")
-    c.add_argument("--offset", type=int, help="start offset (with --partition)")
-    c.add_argument("--max", type=int, default=0, help="stop after N messages")
-    c.set_defaults(func=cmd_consume)
+    register_produce(sub, parent)
+    register_consume(sub, parent)
 
     g = sub.add_parser("get", parents=[parent], help="a message by its ID")
     g.add_argument("msg_id")
@@ -344,6 +246,7 @@ def build_parser(with_providers: bool = True) -> argparse.ArgumentParser:
     """The full parser; ``with_providers=False`` skips the optional subcommand packages (they
     may import heavy libraries, which a node process or a core command should not pay for)."""
     parser = argparse.ArgumentParser(prog="msgstore", description="msgstore message store")
+    parser.add_argument("--version", action="version", version=f"msgstore {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     parent = _connection_parent()
     register_serve(sub)
@@ -360,7 +263,25 @@ def build_parser(with_providers: bool = True) -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("msgstore")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _stdio_utf8() -> None:
+    """Print text as UTF-8 whatever the locale says (names and values are UTF-8 data)."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(encoding="utf-8", errors="backslashreplace")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _stdio_utf8()
     argv = sys.argv[1:] if argv is None else argv
     first = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(with_providers=first not in CORE_COMMANDS)
@@ -371,9 +292,27 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err.code}: {err.message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
-        return 0
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        print("error: output closed before everything was written", file=sys.stderr)
+        return 1
+    except OSError as exc:  # a busy port, an unreadable file, a full disk...
+        print(
+            f"error: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""),
+            file=sys.stderr,
+        )
+        return 1
+    except Exception as exc:  # noqa: BLE001 - one line instead of a traceback
+        if os.environ.get("MSGSTORE_DEBUG"):
+            raise
+        print(
+            f"error: unexpected {type(exc).__name__}: {exc} (MSGSTORE_DEBUG=1 shows where)",
+            file=sys.stderr,
+        )
+        return 1
 
 
 if __name__ == "__main__":
