@@ -111,34 +111,91 @@ def cmd_local_status(args: argparse.Namespace) -> int:
     from storage_node.local import LocalCluster
 
     cluster = LocalCluster(args.data_dir)
-    running = {n.id for n in cluster.running()}
+    if not cluster.nodes:
+        raise MsgStoreError(f"no local cluster in {args.data_dir} (start one with 'local up')")
+    print(f"{'NODE':<8} {'PID':>7}  {'ADDRESS':<26} HEALTH")
     for n in cluster.nodes:
-        print(f"{n.id} {n.address} {'running' if n.id in running else 'stopped'}")
+        running = cluster.is_running(n)
+        pid = str(n.pid) if running else "-"
+        print(f"{n.id:<8} {pid:>7}  {n.address:<26} {cluster.health(n)}")
+    return 0
+
+
+def cmd_local_stop(args: argparse.Namespace) -> int:
+    from storage_node.local import LocalCluster
+
+    cluster = LocalCluster(args.data_dir)
+    was_running = cluster.stop(args.node)
+    print(f"{args.node} {'stopped' if was_running else 'was not running'}")
+    return 0
+
+
+def cmd_local_restart(args: argparse.Namespace) -> int:
+    from storage_node.local import LocalCluster
+
+    cluster = LocalCluster(args.data_dir)
+    n = cluster.restart(args.node, stop_first=True)
+    print(f"{n.id} {n.address} pid={n.pid} log={n.log}")
     return 0
 
 
 def register_local(sub: Any) -> None:
-    p = sub.add_parser("local", help="a local multi-node cluster on 127.0.0.1")
+    p = sub.add_parser(
+        "local",
+        help="a local multi-node cluster on 127.0.0.1",
+        description="Node processes on loopback sharing one routing table, kept in a data "
+        "directory (ports, too: addresses stay the same across down/up).",
+    )
     lsub = p.add_subparsers(dest="local_command", required=True)
-    up = lsub.add_parser("up", help="start N nodes in the background; returns once ready")
-    up.add_argument("--nodes", type=int, default=3)
-    up.add_argument("--data-dir", required=True)
-    up.add_argument("--base-port", type=int, default=None, help="ports P, P+1, ... (default: free)")
-    up.add_argument("--token", default=os.environ.get("MSGSTORE_TOKEN"))
+    data_dir = argparse.ArgumentParser(add_help=False)
+    data_dir.add_argument(
+        "--data-dir",
+        default=os.environ.get("MSGSTORE_LOCAL_DIR"),
+        required=not os.environ.get("MSGSTORE_LOCAL_DIR"),
+        help="the cluster's directory (env MSGSTORE_LOCAL_DIR)",
+    )
+    up = lsub.add_parser(
+        "up", parents=[data_dir], help="start N nodes in the background; returns once ready"
+    )
+    up.add_argument("--nodes", type=int, default=3, help="how many nodes (default 3)")
+    up.add_argument(
+        "--base-port",
+        type=int,
+        default=None,
+        help="ports P, P+1, ... (default: the last run's ports, else free ones)",
+    )
+    up.add_argument(
+        "--token", default=os.environ.get("MSGSTORE_TOKEN"), help="require this bearer token"
+    )
     up.set_defaults(func=cmd_local_up)
-    down = lsub.add_parser("down", help="stop the nodes cleanly")
-    down.add_argument("--data-dir", required=True)
+    down = lsub.add_parser("down", parents=[data_dir], help="stop every node cleanly")
     down.set_defaults(func=cmd_local_down)
-    status = lsub.add_parser("status", help="which nodes run")
-    status.add_argument("--data-dir", required=True)
+    status = lsub.add_parser(
+        "status", parents=[data_dir], help="each node's PID, address and health"
+    )
     status.set_defaults(func=cmd_local_status)
+    stop = lsub.add_parser("stop", parents=[data_dir], help="stop one node cleanly")
+    stop.add_argument("node", help="node id, e.g. node-1")
+    stop.set_defaults(func=cmd_local_stop)
+    restart = lsub.add_parser(
+        "restart", parents=[data_dir], help="(re)start one node on its port and data"
+    )
+    restart.add_argument("node", help="node id, e.g. node-1")
+    restart.set_defaults(func=cmd_local_restart)
 
 
 # -- topics and data ------------------------------------------------------------------------
 def cmd_topic_create(args: argparse.Namespace) -> int:
     with _client(args) as client:
-        _print_json(
-            client.create_topic(args.name, args.partitions, args.compression, args.retention_hours)
+        doc = client.create_topic(
+            args.name, args.partitions, args.compression, args.retention_hours
+        )
+    _print_json(doc)
+    for node, why in sorted((doc.get("skipped_nodes") or {}).items()):
+        print(
+            f"note: no partition placed on {node}: it is not ready ({why}); "
+            f"owners: {', '.join(sorted(set(doc['owners'])))}",
+            file=sys.stderr,
         )
     return 0
 

@@ -130,6 +130,12 @@ SCHEMAS: dict[str, Any] = {
             "compression": {"type": "string"},
             "retention_hours": {"type": "number"},
             "owners": {"type": "array", "items": {"type": "string"}},
+            "skipped_nodes": {
+                "type": "object",
+                "additionalProperties": {"type": "string"},
+                "description": "(create) nodes left out of a new topic because they were "
+                "not ready, with the reason",
+            },
         },
     },
     "TopicDetail": {
