@@ -212,7 +212,20 @@ def cmd_topic_list(args: argparse.Namespace) -> int:
 
 def cmd_topic_describe(args: argparse.Namespace) -> int:
     with _client(args) as client:
-        _print_json(client.describe_topic(args.name))
+        doc = client.describe_topic(args.name)
+    total = 0
+    for part in doc["partition_offsets"]:
+        first, nxt = part["first_offset"], part["next_offset"]
+        part["messages"] = None if first is None or nxt is None else nxt - first
+        total += part["messages"] or 0
+    doc["messages"] = total
+    _print_json(doc)
+    if doc.get("unreachable_nodes"):
+        print(
+            f"note: nodes {', '.join(doc['unreachable_nodes'])} did not answer; "
+            "their partitions' offsets are unknown",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -220,15 +233,17 @@ def register_topic(sub: Any, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser("topic", help="create, list and describe topics")
     tsub = p.add_subparsers(dest="topic_command", required=True)
     create = tsub.add_parser("create", parents=[parent], help="create a topic")
-    create.add_argument("name")
-    create.add_argument("--partitions", type=int, default=3)
-    create.add_argument("--compression", choices=["none", "lz4"], default="lz4")
-    create.add_argument("--retention-hours", type=float, default=168.0)
+    create.add_argument("name", help="topic name: 1-200 of A-Z a-z 0-9 . _ -")
+    create.add_argument("--partitions", type=int, default=3, help="default 3")
+    create.add_argument("--compression", choices=["none", "lz4"], default="lz4", help="default lz4")
+    create.add_argument(
+        "--retention-hours", type=float, default=168.0, help="keep messages this long (168)"
+    )
     create.set_defaults(func=cmd_topic_create)
     lst = tsub.add_parser("list", parents=[parent], help="list topics")
     lst.set_defaults(func=cmd_topic_list)
     desc = tsub.add_parser("describe", parents=[parent], help="partitions, owners, offsets")
-    desc.add_argument("name")
+    desc.add_argument("name", help="topic name")
     desc.set_defaults(func=cmd_topic_describe)
 
 
@@ -274,15 +289,15 @@ def register_data(sub: Any, parent: argparse.ArgumentParser) -> None:
     register_consume(sub, parent)
 
     g = sub.add_parser("get", parents=[parent], help="a message by its ID")
-    g.add_argument("msg_id")
+    g.add_argument("msg_id", help="app-iphex-hour-seq, as produce printed it")
     g.set_defaults(func=cmd_get)
 
     q = sub.add_parser("query", parents=[parent], help="messages with a key, newest first")
-    q.add_argument("topic")
-    q.add_argument("key")
+    q.add_argument("topic", help="topic to search")
+    q.add_argument("key", help="the exact key")
     q.add_argument("--begin", type=int, default=0, help="store time from (ms)")
     q.add_argument("--end", type=int, default=None, help="store time to (ms)")
-    q.add_argument("--max", type=int, default=32)
+    q.add_argument("--max", type=int, default=32, help="at most this many (default 32)")
     q.set_defaults(func=cmd_query)
 
     for name, func, text in (
@@ -295,7 +310,19 @@ def register_data(sub: Any, parent: argparse.ArgumentParser) -> None:
 
 
 CORE_COMMANDS = frozenset(
-    {"serve", "local", "topic", "produce", "consume", "get", "query", "cluster", "files", "compact"}
+    {
+        "serve",
+        "local",
+        "topic",
+        "group",
+        "produce",
+        "consume",
+        "get",
+        "query",
+        "cluster",
+        "files",
+        "compact",
+    }
 )
 
 
@@ -303,13 +330,21 @@ def build_parser(with_providers: bool = True) -> argparse.ArgumentParser:
     """The full parser; ``with_providers=False`` skips the optional subcommand packages (they
     may import heavy libraries, which a node process or a core command should not pay for)."""
     parser = argparse.ArgumentParser(prog="msgstore", description="msgstore message store")
-    parser.add_argument("--version", action="version", version=f"msgstore {_version()}")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"msgstore {_version()}",
+        help="print the version and exit",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     parent = _connection_parent()
     register_serve(sub)
     register_local(sub)
     register_topic(sub, parent)
     register_data(sub, parent)
+    from storage_node.cli_admin import register_group
+
+    register_group(sub, parent)
     for provider in SUBCOMMAND_PROVIDERS if with_providers else []:
         module_name, _, func_name = provider.partition(":")
         try:

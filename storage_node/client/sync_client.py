@@ -362,6 +362,10 @@ class Client:
         path = f"/v1/consumer-groups/{quote(group, safe='')}/offsets"
         return self._owner_request(topic, partition, "POST", path, json_body=body)
 
+    def list_groups(self) -> list[str]:
+        """Every consumer group with a committed offset somewhere in the cluster."""
+        return list(self._any_node("GET", "/v1/consumer-groups")["groups"])
+
     def committed_offsets(self, group: str, topic: str | None = None) -> dict[str, dict[int, int]]:
         path = f"/v1/consumer-groups/{quote(group, safe='')}/offsets"
         doc = self._any_node("GET", path, params={"topic": topic})

@@ -536,6 +536,29 @@ def _paths() -> dict[str, Any]:
                 },
             }
         },
+        "/v1/consumer-groups": {
+            "get": {
+                "summary": "names of the consumer groups with committed offsets",
+                "parameters": [SCOPE],
+                "responses": {
+                    "200": _ok(
+                        "groups",
+                        {
+                            "type": "object",
+                            "required": ["groups", "unreachable_nodes"],
+                            "properties": {
+                                "groups": {"type": "array", "items": {"type": "string"}},
+                                "unreachable_nodes": {
+                                    "type": "array",
+                                    "items": {"type": "string"},
+                                },
+                            },
+                        },
+                    ),
+                    **_errors("400", "503", "401"),
+                },
+            }
+        },
         "/v1/consumer-groups/{group}/offsets": {
             "post": {
                 "summary": "commit a group's next offset for one partition (at its owner)",

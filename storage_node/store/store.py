@@ -980,6 +980,10 @@ class Store:
             )
         self.offsets.commit(group, topic, int(partition), offset)
 
+    def consumer_groups(self) -> list[str]:
+        """Names of the groups with an offset committed on this node."""
+        return sorted(self.offsets.get_groups())
+
     def committed_offsets(self, group: str, topic: str | None = None) -> dict[str, dict[int, int]]:
         check_name("group", group)
         if topic is not None:
