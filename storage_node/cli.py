@@ -12,8 +12,8 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
-from typing import Any, TextIO
+from collections.abc import Callable
+from typing import Any
 
 from storage_node.errors import MsgStoreError
 
@@ -111,34 +111,91 @@ def cmd_local_status(args: argparse.Namespace) -> int:
     from storage_node.local import LocalCluster
 
     cluster = LocalCluster(args.data_dir)
-    running = {n.id for n in cluster.running()}
+    if not cluster.nodes:
+        raise MsgStoreError(f"no local cluster in {args.data_dir} (start one with 'local up')")
+    print(f"{'NODE':<8} {'PID':>7}  {'ADDRESS':<26} HEALTH")
     for n in cluster.nodes:
-        print(f"{n.id} {n.address} {'running' if n.id in running else 'stopped'}")
+        running = cluster.is_running(n)
+        pid = str(n.pid) if running else "-"
+        print(f"{n.id:<8} {pid:>7}  {n.address:<26} {cluster.health(n)}")
+    return 0
+
+
+def cmd_local_stop(args: argparse.Namespace) -> int:
+    from storage_node.local import LocalCluster
+
+    cluster = LocalCluster(args.data_dir)
+    was_running = cluster.stop(args.node)
+    print(f"{args.node} {'stopped' if was_running else 'was not running'}")
+    return 0
+
+
+def cmd_local_restart(args: argparse.Namespace) -> int:
+    from storage_node.local import LocalCluster
+
+    cluster = LocalCluster(args.data_dir)
+    n = cluster.restart(args.node, stop_first=True)
+    print(f"{n.id} {n.address} pid={n.pid} log={n.log}")
     return 0
 
 
 def register_local(sub: Any) -> None:
-    p = sub.add_parser("local", help="a local multi-node cluster on 127.0.0.1")
+    p = sub.add_parser(
+        "local",
+        help="a local multi-node cluster on 127.0.0.1",
+        description="Node processes on loopback sharing one routing table, kept in a data "
+        "directory (ports, too: addresses stay the same across down/up).",
+    )
     lsub = p.add_subparsers(dest="local_command", required=True)
-    up = lsub.add_parser("up", help="start N nodes in the background; returns once ready")
-    up.add_argument("--nodes", type=int, default=3)
-    up.add_argument("--data-dir", required=True)
-    up.add_argument("--base-port", type=int, default=None, help="ports P, P+1, ... (default: free)")
-    up.add_argument("--token", default=os.environ.get("MSGSTORE_TOKEN"))
+    data_dir = argparse.ArgumentParser(add_help=False)
+    data_dir.add_argument(
+        "--data-dir",
+        default=os.environ.get("MSGSTORE_LOCAL_DIR"),
+        required=not os.environ.get("MSGSTORE_LOCAL_DIR"),
+        help="the cluster's directory (env MSGSTORE_LOCAL_DIR)",
+    )
+    up = lsub.add_parser(
+        "up", parents=[data_dir], help="start N nodes in the background; returns once ready"
+    )
+    up.add_argument("--nodes", type=int, default=3, help="how many nodes (default 3)")
+    up.add_argument(
+        "--base-port",
+        type=int,
+        default=None,
+        help="ports P, P+1, ... (default: the last run's ports, else free ones)",
+    )
+    up.add_argument(
+        "--token", default=os.environ.get("MSGSTORE_TOKEN"), help="require this bearer token"
+    )
     up.set_defaults(func=cmd_local_up)
-    down = lsub.add_parser("down", help="stop the nodes cleanly")
-    down.add_argument("--data-dir", required=True)
+    down = lsub.add_parser("down", parents=[data_dir], help="stop every node cleanly")
     down.set_defaults(func=cmd_local_down)
-    status = lsub.add_parser("status", help="which nodes run")
-    status.add_argument("--data-dir", required=True)
+    status = lsub.add_parser(
+        "status", parents=[data_dir], help="each node's PID, address and health"
+    )
     status.set_defaults(func=cmd_local_status)
+    stop = lsub.add_parser("stop", parents=[data_dir], help="stop one node cleanly")
+    stop.add_argument("node", help="node id, e.g. node-1")
+    stop.set_defaults(func=cmd_local_stop)
+    restart = lsub.add_parser(
+        "restart", parents=[data_dir], help="(re)start one node on its port and data"
+    )
+    restart.add_argument("node", help="node id, e.g. node-1")
+    restart.set_defaults(func=cmd_local_restart)
 
 
 # -- topics and data ------------------------------------------------------------------------
 def cmd_topic_create(args: argparse.Namespace) -> int:
     with _client(args) as client:
-        _print_json(
-            client.create_topic(args.name, args.partitions, args.compression, args.retention_hours)
+        doc = client.create_topic(
+            args.name, args.partitions, args.compression, args.retention_hours
+        )
+    _print_json(doc)
+    for node, why in sorted((doc.get("skipped_nodes") or {}).items()):
+        print(
+            f"note: no partition placed on {node}: it is not ready ({why}); "
+            f"owners: {', '.join(sorted(set(doc['owners'])))}",
+            file=sys.stderr,
         )
     return 0
 
@@ -155,7 +212,20 @@ def cmd_topic_list(args: argparse.Namespace) -> int:
 
 def cmd_topic_describe(args: argparse.Namespace) -> int:
     with _client(args) as client:
-        _print_json(client.describe_topic(args.name))
+        doc = client.describe_topic(args.name)
+    total = 0
+    for part in doc["partition_offsets"]:
+        first, nxt = part["first_offset"], part["next_offset"]
+        part["messages"] = None if first is None or nxt is None else nxt - first
+        total += part["messages"] or 0
+    doc["messages"] = total
+    _print_json(doc)
+    if doc.get("unreachable_nodes"):
+        print(
+            f"note: nodes {', '.join(doc['unreachable_nodes'])} did not answer; "
+            "their partitions' offsets are unknown",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -163,101 +233,18 @@ def register_topic(sub: Any, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser("topic", help="create, list and describe topics")
     tsub = p.add_subparsers(dest="topic_command", required=True)
     create = tsub.add_parser("create", parents=[parent], help="create a topic")
-    create.add_argument("name")
-    create.add_argument("--partitions", type=int, default=3)
-    create.add_argument("--compression", choices=["none", "lz4"], default="lz4")
-    create.add_argument("--retention-hours", type=float, default=168.0)
+    create.add_argument("name", help="topic name: 1-200 of A-Z a-z 0-9 . _ -")
+    create.add_argument("--partitions", type=int, default=3, help="default 3")
+    create.add_argument("--compression", choices=["none", "lz4"], default="lz4", help="default lz4")
+    create.add_argument(
+        "--retention-hours", type=float, default=168.0, help="keep messages this long (168)"
+    )
     create.set_defaults(func=cmd_topic_create)
     lst = tsub.add_parser("list", parents=[parent], help="list topics")
     lst.set_defaults(func=cmd_topic_list)
     desc = tsub.add_parser("describe", parents=[parent], help="partitions, owners, offsets")
-    desc.add_argument("name")
+    desc.add_argument("name", help="topic name")
     desc.set_defaults(func=cmd_topic_describe)
-
-
-def json_lines_to_messages(
-    lines: TextIO,
-    key_field: str | None = None,
-    tag_field: str | None = None,
-    time_field: str | None = None,
-) -> Iterator[dict[str, Any]]:
-    """One message per JSON line. A line with 'value'/'value_base64' is a message as the API
-    takes it; any other JSON value is the message value itself (fields can feed the key, tag
-    and born time)."""
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            doc = json.loads(line)
-        except ValueError as exc:
-            raise MsgStoreError(f"line {number} is not JSON: {exc}") from None
-        if isinstance(doc, dict) and ("value" in doc or "value_base64" in doc):
-            yield doc
-            continue
-        message: dict[str, Any] = {"value": line.strip()}
-        if isinstance(doc, dict):
-            if key_field and doc.get(key_field) is not None:
-                message["key"] = str(doc[key_field])
-            if tag_field and doc.get(tag_field) is not None:
-                message["tag"] = str(doc[tag_field])
-            if time_field and isinstance(doc.get(time_field), int):
-                message["timestamp"] = doc[time_field]
-        yield message
-
-
-def _chunks(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
-    chunk: list[Any] = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) >= size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
-def cmd_produce(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
-    source = open(args.file, encoding="utf-8") if args.file else sys.stdin  # noqa: SIM115
-    total = 0
-    try:
-        with (
-            _client(args) as client,
-            tqdm(
-                unit="msg", disable=args.quiet, file=sys.stderr, desc=f"produce {args.topic}"
-            ) as bar,
-        ):
-            messages = json_lines_to_messages(
-                source, args.key_field, args.tag_field, args.time_field
-            )
-            for chunk in _chunks(messages, args.batch_size):
-                results = client.produce(args.topic, chunk)
-                total += len(results)
-                bar.update(len(results))
-                if args.print_results:
-                    for r in results:
-                        print(json.dumps(r))
-    finally:
-        if args.file:
-            source.close()
-    print(f"produced {total} message(s) to {args.topic}", file=sys.stderr)
-    return 0
-
-
-def cmd_consume(args: argparse.Namespace) -> int:
-    with _client(args) as client:
-        count = 0
-        if args.partition is not None:
-            stream: Any = client.read_all(args.topic, args.partition, args.offset)
-        else:
-            stream = client.consume(args.topic, group=args.group)
-        for message in stream:
-            print(json.dumps(message, sort_keys=True))
-            count += 1
-            if args.max and count >= args.max:
-                break
-    return 0
 
 
 def cmd_get(args: argparse.Namespace) -> int:
@@ -295,35 +282,22 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def register_data(sub: Any, parent: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("produce", parents=[parent], help="send JSON lines from stdin or a file")
-    p.add_argument("topic")
-    p.add_argument("--file", help="read this file instead of stdin")
-    p.add_argument("--batch-size", type=int, default=2000)
-    p.add_argument("--key-field", help="take the key from this field of each JSON object")
-    p.add_argument("--tag-field", help="take the tag from this field")
-    p.add_argument("--time-field", help="take the born time (ms) from this field")
-    p.add_argument("--print-results", action="store_true", help="print partition/offset/msg_id")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=cmd_produce)
+    from storage_node.cli_consume import register_consume
+    from storage_node.cli_produce import register_produce
 
-    c = sub.add_parser("consume", parents=[parent], help="print messages as JSON lines")
-    c.add_argument("topic")
-    c.add_argument("--group", help="resume from and commit this consumer group's offsets")
-    c.add_argument("--partition", type=int, help="only this partition")
-    c.add_argument("--offset", type=int, help="start offset (with --partition)")
-    c.add_argument("--max", type=int, default=0, help="stop after N messages")
-    c.set_defaults(func=cmd_consume)
+    register_produce(sub, parent)
+    register_consume(sub, parent)
 
     g = sub.add_parser("get", parents=[parent], help="a message by its ID")
-    g.add_argument("msg_id")
+    g.add_argument("msg_id", help="app-iphex-hour-seq, as produce printed it")
     g.set_defaults(func=cmd_get)
 
     q = sub.add_parser("query", parents=[parent], help="messages with a key, newest first")
-    q.add_argument("topic")
-    q.add_argument("key")
+    q.add_argument("topic", help="topic to search")
+    q.add_argument("key", help="the exact key")
     q.add_argument("--begin", type=int, default=0, help="store time from (ms)")
     q.add_argument("--end", type=int, default=None, help="store time to (ms)")
-    q.add_argument("--max", type=int, default=32)
+    q.add_argument("--max", type=int, default=32, help="at most this many (default 32)")
     q.set_defaults(func=cmd_query)
 
     for name, func, text in (
@@ -336,7 +310,19 @@ def register_data(sub: Any, parent: argparse.ArgumentParser) -> None:
 
 
 CORE_COMMANDS = frozenset(
-    {"serve", "local", "topic", "produce", "consume", "get", "query", "cluster", "files", "compact"}
+    {
+        "serve",
+        "local",
+        "topic",
+        "group",
+        "produce",
+        "consume",
+        "get",
+        "query",
+        "cluster",
+        "files",
+        "compact",
+    }
 )
 
 
@@ -344,12 +330,21 @@ def build_parser(with_providers: bool = True) -> argparse.ArgumentParser:
     """The full parser; ``with_providers=False`` skips the optional subcommand packages (they
     may import heavy libraries, which a node process or a core command should not pay for)."""
     parser = argparse.ArgumentParser(prog="msgstore", description="msgstore message store")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"msgstore {_version()}",
+        help="print the version and exit",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     parent = _connection_parent()
     register_serve(sub)
     register_local(sub)
     register_topic(sub, parent)
     register_data(sub, parent)
+    from storage_node.cli_admin import register_group
+
+    register_group(sub, parent)
     for provider in SUBCOMMAND_PROVIDERS if with_providers else []:
         module_name, _, func_name = provider.partition(":")
         try:
@@ -360,7 +355,25 @@ def build_parser(with_providers: bool = True) -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("msgstore")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _stdio_utf8() -> None:
+    """Print text as UTF-8 whatever the locale says (names and values are UTF-8 data)."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(encoding="utf-8", errors="backslashreplace")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _stdio_utf8()
     argv = sys.argv[1:] if argv is None else argv
     first = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(with_providers=first not in CORE_COMMANDS)
@@ -371,9 +384,27 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err.code}: {err.message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
-        return 0
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        print("error: output closed before everything was written", file=sys.stderr)
+        return 1
+    except OSError as exc:  # a busy port, an unreadable file, a full disk...
+        print(
+            f"error: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""),
+            file=sys.stderr,
+        )
+        return 1
+    except Exception as exc:  # noqa: BLE001 - one line instead of a traceback
+        if os.environ.get("MSGSTORE_DEBUG"):
+            raise
+        print(
+            f"error: unexpected {type(exc).__name__}: {exc} (MSGSTORE_DEBUG=1 shows where)",
+            file=sys.stderr,
+        )
+        return 1
 
 
 if __name__ == "__main__":

@@ -66,6 +66,13 @@ class TopicConflict(MsgStoreError):
     status = 409
 
 
+class DuplicateMessageId(MsgStoreError):
+    """A producer-supplied message ID is already taken on this node (or twice in a batch)."""
+
+    code = "duplicate_msg_id"
+    status = 409
+
+
 class MessageTooLarge(MsgStoreError):
     code = "message_too_large"
     status = 413

@@ -66,6 +66,16 @@ def free_port(host: str = "127.0.0.1", taken: Collection[int] = ()) -> int:
         return int(s.getsockname()[1])
 
 
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
 def _ephemeral_low() -> int:
     """First port of the kernel's ephemeral range (Linux; 32768 elsewhere)."""
     try:
@@ -187,10 +197,19 @@ class LocalCluster:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.env = dict(env or {})
         self.extra_args = list(extra_args or [])
+        # ports are kept from the last run, so addresses (MSGSTORE_ENDPOINT) stay valid
+        previous = {n.id: n.port for n in self.nodes}
         self.nodes = []
         for i in range(nodes):
             taken = {n.port for n in self.nodes}
-            port = base_port + i if base_port else free_port(self.host, taken)
+            port = base_port + i if base_port else previous.get(f"node-{i}")
+            if port is None:
+                port = free_port(self.host, taken)
+            elif not _port_free(self.host, port):
+                raise InvalidArgument(
+                    f"port {port} of node-{i} (kept from the last run in {self.dir / STATE_FILE})"
+                    " is taken by another process; free it or start with --base-port"
+                )
             node_dir = self.dir / f"node-{i}"
             node_dir.mkdir(exist_ok=True)
             self.nodes.append(
@@ -282,11 +301,48 @@ class LocalCluster:
             os.kill(node.pid, sig)
             self._wait_exit(node, 30.0)
 
-    def restart(self, node_id: str, timeout: float = 60.0) -> NodeProcess:
-        """Start a stopped node again on the same port and data directory."""
+    def is_running(self, node: NodeProcess) -> bool:
+        return bool(node.pid) and _alive(node.pid) and _is_our_node(node.pid, node.data_dir)
+
+    def health(self, node: NodeProcess) -> str:
+        """running+ready, running+not ready (with the reason), or stopped."""
+        if not self.is_running(node):
+            return "stopped"
+        try:
+            resp = requests.get(node.address + "/readyz", timeout=2)
+        except requests.RequestException as exc:
+            return f"not answering ({type(exc).__name__})"
+        if resp.status_code == 200:
+            return "ready"
+        return f"not ready (HTTP {resp.status_code})"
+
+    def stop(self, node_id: str, timeout: float = 30.0) -> bool:
+        """Stop one node cleanly (SIGTERM, then SIGKILL); False when it was not running."""
         node = self.node(node_id)
-        if node.pid and _alive(node.pid):
-            raise InvalidArgument(f"node {node_id} is still running")
+        if not self.is_running(node):
+            node.pid = 0
+            self._save()
+            return False
+        os.kill(node.pid, signal.SIGTERM)
+        if not self._wait_exit(node, timeout):
+            os.kill(node.pid, signal.SIGKILL)
+            self._wait_exit(node, 10.0)
+        node.pid = 0
+        self._save()
+        return True
+
+    def restart(self, node_id: str, timeout: float = 60.0, stop_first: bool = False) -> NodeProcess:
+        """Start a stopped node again on the same port and data directory (``stop_first``:
+        stop it first when it runs)."""
+        node = self.node(node_id)
+        if self.is_running(node):
+            if not stop_first:
+                raise InvalidArgument(f"node {node_id} is still running")
+            self.stop(node_id)
+        if not _port_free(self.host, node.port):
+            raise InvalidArgument(
+                f"port {node.port} of {node_id} is taken by another process; free it first"
+            )
         self._spawn(node)
         self._save()
         self.wait_ready(timeout, [node])

@@ -348,8 +348,10 @@ def read_params(
     tag: str | None,
     start_time: int | None,
     end_time: int | None,
+    wait_ms: int | None = None,
 ) -> dict[str, Any]:
     return {
+        "wait_ms": wait_ms,
         "offset": offset,
         "max_messages": max_messages,
         "max_bytes": max_bytes,

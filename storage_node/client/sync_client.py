@@ -35,6 +35,13 @@ from storage_node.errors import MsgStoreError, NotOwner, Unavailable
 from storage_node.server.batch_codec import ReadColumns
 
 
+class _Refused:
+    """A sub-batch the cluster refused (its error), as an outcome rather than a raise."""
+
+    def __init__(self, error: MsgStoreError) -> None:
+        self.error = error
+
+
 class Client:
     """Talks to a msgstore cluster through any of its nodes.
 
@@ -167,29 +174,53 @@ class Client:
         """Append messages; returns one {"partition", "offset", "msg_id"} per message, in order.
 
         Messages may be bytes, str, dicts shaped like the JSON API, or OutMessage objects.
+        A sub-batch the cluster refuses raises its error (sub-batches sent to other nodes
+        may be stored: ``produce_partial`` says which).
         """
+        results, failures = self.produce_partial(topic, messages)
+        if failures:
+            raise failures[0][1]
+        return results  # type: ignore[return-value]
+
+    def produce_partial(
+        self, topic: str, messages: Iterable[Any]
+    ) -> tuple[list[dict[str, Any] | None], list[tuple[list[int], MsgStoreError]]]:
+        """``produce`` that reports instead of raising: the result of every stored message
+        (None for the others) and, per refused sub-batch, the indices of its messages and
+        the error (nothing of a refused sub-batch is stored; the others are)."""
         out = [to_out_message(m) for m in messages]
         if not out:
-            return []
+            return [], []
         if self.routing.partitions(topic) is None:
             self.refresh_routing()
         results: list[Any] = [None] * len(out)
+        failures: list[tuple[list[int], MsgStoreError]] = []
         pending = plan_sub_batches(
             self.routing, self.sequences, topic, out, list(range(len(out))), self.endpoints[0]
         )
+
+        def attempt(batch: SubBatch) -> Any:
+            try:
+                return self._send_sub_batch(topic, batch)
+            except MsgStoreError as err:
+                return _Refused(err)
+
         while pending:
             for batch in pending:
                 encode_sub_batch(batch, self.producer_id, self.binary)
             if len(pending) == 1:
-                outcomes = [self._send_sub_batch(topic, pending[0])]
+                outcomes = [attempt(pending[0])]
             else:
                 if self._pool is None:
                     self._pool = ThreadPoolExecutor(max_workers=8)
-                outcomes = list(self._pool.map(lambda b: self._send_sub_batch(topic, b), pending))
+                outcomes = list(self._pool.map(attempt, pending))
             replan: list[tuple[OutMessage, int]] = []
             for batch, outcome in zip(pending, outcomes, strict=True):
                 if isinstance(outcome, NotOwner):
                     replan.extend(zip(batch.messages, batch.indices, strict=True))
+                    continue
+                if isinstance(outcome, _Refused):
+                    failures.append((list(batch.indices), outcome.error))
                     continue
                 for index, result in zip(batch.indices, outcome, strict=True):
                     results[index] = result
@@ -205,7 +236,7 @@ class Client:
                     [i for _, i in replan],
                     self.endpoints[0],
                 )
-        return results
+        return results, failures
 
     def _send_sub_batch(self, topic: str, batch: SubBatch) -> Any:
         """Send with retries (same body, same sequence); a 421 is returned for re-planning."""
@@ -262,9 +293,11 @@ class Client:
         tag: str | None = None,
         start_time: int | None = None,
         end_time: int | None = None,
+        wait_ms: int | None = None,
     ) -> dict[str, Any]:
-        """One page of a partition: {"messages": [...], "next_offset": n}."""
-        params = read_params(offset, max_messages, max_bytes, tag, start_time, end_time)
+        """One page of a partition: {"messages": [...], "next_offset": n}. With ``wait_ms``
+        the node holds an empty answer until a message arrives or the time is up."""
+        params = read_params(offset, max_messages, max_bytes, tag, start_time, end_time, wait_ms)
         return self._owner_request(
             topic, partition, "GET", read_path(topic, partition), params=params
         )
@@ -330,6 +363,10 @@ class Client:
         body = {"topic": topic, "partition": partition, "offset": offset}
         path = f"/v1/consumer-groups/{quote(group, safe='')}/offsets"
         return self._owner_request(topic, partition, "POST", path, json_body=body)
+
+    def list_groups(self) -> list[str]:
+        """Every consumer group with a committed offset somewhere in the cluster."""
+        return list(self._any_node("GET", "/v1/consumer-groups")["groups"])
 
     def committed_offsets(self, group: str, topic: str | None = None) -> dict[str, dict[int, int]]:
         path = f"/v1/consumer-groups/{quote(group, safe='')}/offsets"

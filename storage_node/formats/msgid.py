@@ -119,6 +119,17 @@ def parse_msg_id(text: str) -> MessageId:
     return MessageId(app, int(iphex, 16), int(hour), int(seq))
 
 
+def parse_canonical_msg_id(text: str) -> MessageId:
+    """``parse_msg_id`` that also refuses spellings of an ID other than its one canonical
+    form (upper-case hex, leading zeros): two spellings would share one index slot."""
+    mid = parse_msg_id(text)
+    if str(mid) != text:
+        raise InvalidArgument(
+            f"message ID {text!r} is not in canonical form: write it as {str(mid)!r}"
+        )
+    return mid
+
+
 def hour_folder(hour: int) -> str:
     """``yyyyMMddHH`` (UTC) of an hour number."""
     return time.strftime("%Y%m%d%H", time.gmtime(hour * 3600))

@@ -50,7 +50,7 @@ ERRORS = {
     "401": "missing or invalid bearer token",
     "403": "the token may only read",
     "404": "unknown topic, message or file",
-    "409": "a topic exists with another configuration",
+    "409": "a topic exists with another configuration, or a message ID is already taken",
     "413": "body or message larger than the limit",
     "415": "unsupported body content type",
     "421": "another node owns the partition; 'owner' holds its address",
@@ -130,6 +130,12 @@ SCHEMAS: dict[str, Any] = {
             "compression": {"type": "string"},
             "retention_hours": {"type": "number"},
             "owners": {"type": "array", "items": {"type": "string"}},
+            "skipped_nodes": {
+                "type": "object",
+                "additionalProperties": {"type": "string"},
+                "description": "(create) nodes left out of a new topic because they were "
+                "not ready, with the reason",
+            },
         },
     },
     "TopicDetail": {
@@ -437,7 +443,7 @@ def _paths() -> dict[str, Any]:
                             BATCH_CONTENT_TYPE: {"schema": {"type": "string", "format": "binary"}},
                         },
                     },
-                    **_errors("400", "404", "413", "415", "421", "503", "507", *V1),
+                    **_errors("400", "404", "409", "413", "415", "421", "503", "507", *V1),
                 },
             }
         },
@@ -475,6 +481,13 @@ def _paths() -> dict[str, Any]:
                         "default 1 MiB",
                     ),
                     _param("tag", "query", {"type": "string"}, "only messages with this tag"),
+                    _param(
+                        "wait_ms",
+                        "query",
+                        {"type": "integer", "minimum": 0, "maximum": 30000},
+                        "long poll: when nothing is there to read, wait up to this long for "
+                        "the next append to the partition before answering (default 0)",
+                    ),
                 ],
                 "responses": {
                     "200": _ok_or_columns(
@@ -520,6 +533,29 @@ def _paths() -> dict[str, Any]:
                 "responses": {
                     "200": _ok("the message", _ref("Message")),
                     **_errors("400", "404", "503", "401"),
+                },
+            }
+        },
+        "/v1/consumer-groups": {
+            "get": {
+                "summary": "names of the consumer groups with committed offsets",
+                "parameters": [SCOPE],
+                "responses": {
+                    "200": _ok(
+                        "groups",
+                        {
+                            "type": "object",
+                            "required": ["groups", "unreachable_nodes"],
+                            "properties": {
+                                "groups": {"type": "array", "items": {"type": "string"}},
+                                "unreachable_nodes": {
+                                    "type": "array",
+                                    "items": {"type": "string"},
+                                },
+                            },
+                        },
+                    ),
+                    **_errors("400", "503", "401"),
                 },
             }
         },

@@ -72,6 +72,27 @@ async def committed_offsets(request: web.Request) -> web.Response:
     return web.json_response({"group": group, "offsets": offsets, "unreachable_nodes": unreachable})
 
 
+async def list_groups(request: web.Request) -> web.Response:
+    rt = runtime_of(request)
+    scope = scope_param(request)
+    store = rt.require_store()
+    groups = set(await rt.in_thread(store.consumer_groups))
+    unreachable: list[str] = []
+    if scope == "cluster":
+        peers = rt.routing.peers()
+        answers: list[Any] = await asyncio.gather(
+            *(rt.peer_get(addr, "/v1/consumer-groups", {"scope": "local"}) for _, addr in peers),
+            return_exceptions=True,
+        )
+        for (peer_id, _), answer in zip(peers, answers, strict=True):
+            if isinstance(answer, BaseException):
+                unreachable.append(peer_id)
+            elif answer is not None:
+                groups.update(answer["groups"])
+    return web.json_response({"groups": sorted(groups), "unreachable_nodes": unreachable})
+
+
 def register(app: web.Application) -> None:
+    app.router.add_get("/v1/consumer-groups", list_groups)
     app.router.add_post("/v1/consumer-groups/{group}/offsets", commit_offset)
     app.router.add_get("/v1/consumer-groups/{group}/offsets", committed_offsets)

@@ -29,6 +29,7 @@ from storage_node.store import Message, PackedBatch
 MAX_READ_MESSAGES = 10_000
 MAX_READ_BYTES = 64 * 1024 * 1024
 MAX_LOOKUP = 10_000
+MAX_WAIT_MS = 30_000
 VARY = {"Vary": "Accept"}  # GET answers differ by Accept (JSON or the binary read framing)
 
 
@@ -107,6 +108,7 @@ async def produce(request: web.Request) -> web.Response:
     # packed columns straight into the store: no object per message
     future = store.submit_packed(topic, batch, producer_id=producer_id, sequence=sequence)
     done = await asyncio.wrap_future(future)
+    rt.notify_appended(topic, np.unique(batch.partitions).tolist())
     metrics.append_seconds.observe(time.perf_counter() - started)
     metrics.append_batches.labels("binary" if binary else "json").inc()
     metrics.appended_messages.inc(len(done))
@@ -145,7 +147,9 @@ async def read_partition(request: web.Request) -> web.Response:
     max_messages = query_int(request, "max_messages", 100, 1, MAX_READ_MESSAGES)
     max_bytes = query_int(request, "max_bytes", 1024 * 1024, 1, MAX_READ_BYTES)
     tag = request.query.get("tag") or None
+    wait_ms = query_int(request, "wait_ms", 0, 0, MAX_WAIT_MS)
     binary = accepts_read_columns(request.headers.get("Accept"))
+    found = [0]
 
     def work() -> dict[str, Any] | bytes:
         start = offset
@@ -157,6 +161,7 @@ async def read_partition(request: web.Request) -> web.Response:
             topic, partition, start, max_messages=max_messages, max_bytes=max_bytes, tag=tag
         )
         messages = result.messages
+        found[0] = len(messages)
         next_offset = result.next_offset
         end_reached = False
         if end_time is not None:
@@ -176,7 +181,16 @@ async def read_partition(request: web.Request) -> web.Response:
             doc["end_reached"] = end_reached
         return doc
 
-    return _answer(await rt.in_thread(work))
+    appended = rt.append_event(topic, partition)  # taken first: no append slips between
+    answer = await rt.in_thread(work)
+    if not found[0] and wait_ms:
+        # a long poll: nothing yet, so wait for the next append (or the time) and read again
+        try:
+            await asyncio.wait_for(appended.wait(), wait_ms / 1000)
+        except TimeoutError:
+            return _answer(answer)
+        answer = await rt.in_thread(work)
+    return _answer(answer)
 
 
 def _answer(answer: dict[str, Any] | bytes) -> web.Response:

@@ -72,19 +72,42 @@ async def create_topic(request: web.Request) -> web.Response:
 
     cfg = TopicConfig(**spec)
     created_route = False
+    down: dict[str, str] = {}
     if not rt.routing.standalone:
         before = rt.routing.table.topics.get(spec["name"])
+        if before is None:
+            down = await _unready_peers(rt)
         await rt.in_thread(
             rt.routing.add_topic,
             spec["name"],
             spec["partitions"],
             spec["compression"],
             spec["retention_hours"],
+            frozenset(down),
         )
         created_route = before is None
     created = await rt.in_thread(store.create_topic, cfg)
     status = 201 if (created or created_route) else 200
-    return web.json_response(topic_with_owners(rt, cfg), status=status)
+    doc = topic_with_owners(rt, cfg)
+    if down:
+        doc["skipped_nodes"] = down
+    return web.json_response(doc, status=status)
+
+
+async def _unready_peers(rt: NodeRuntime) -> dict[str, str]:
+    """Peers that are not ready now, with the reason: a new topic's partitions go to the
+    others, so no partition starts out unreachable."""
+    peers = rt.routing.peers()
+    answers = await asyncio.gather(
+        *(rt.peer_get(address, "/readyz", {}) for _, address in peers), return_exceptions=True
+    )
+    down = {}
+    for (peer_id, _), answer in zip(peers, answers, strict=True):
+        if isinstance(answer, MsgStoreError):
+            down[peer_id] = answer.message
+        elif isinstance(answer, BaseException):
+            down[peer_id] = f"{type(answer).__name__}: {answer}"
+    return down
 
 
 async def list_topics(request: web.Request) -> web.Response:

@@ -156,7 +156,12 @@ class RoutingState:
         return [(n.id, n.address) for n in table.nodes if n.id != self.node_id]
 
     def add_topic(
-        self, name: str, partitions: int, compression: str, retention_hours: float
+        self,
+        name: str,
+        partitions: int,
+        compression: str,
+        retention_hours: float,
+        exclude: frozenset[str] = frozenset(),
     ) -> TopicRoute:
         """Add a topic to a ``local``-managed file under an exclusive lock (idempotent)."""
         assert self.path
@@ -183,7 +188,9 @@ class RoutingState:
                             f"topics of this cluster are managed by the {table.managed_by}; "
                             f"declare {name!r} there"
                         )
-                    table = table.with_topic(name, partitions, compression, retention_hours)
+                    table = table.with_topic(
+                        name, partitions, compression, retention_hours, exclude
+                    )
                     write_routing_file(self.path, table)
                     route = table.topics[name]
             finally:

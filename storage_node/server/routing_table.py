@@ -107,14 +107,21 @@ class RoutingTable:
         return doc
 
     def with_topic(
-        self, name: str, partitions: int, compression: str, retention_hours: float
+        self,
+        name: str,
+        partitions: int,
+        compression: str,
+        retention_hours: float,
+        exclude: frozenset[str] = frozenset(),
     ) -> RoutingTable:
-        """A new table (generation + 1) that adds a topic, spreading its partitions evenly."""
+        """A new table (generation + 1) that adds a topic, spreading its partitions evenly
+        over the nodes (but those in ``exclude``, unless that leaves none)."""
         if not self.nodes:
             raise InvalidArgument("the routing table has no nodes")
+        nodes = [n for n in self.nodes if n.id not in exclude] or list(self.nodes)
         already = sum(route.partitions for route in self.topics.values())
-        start = already % len(self.nodes)
-        owners = tuple(self.nodes[(start + p) % len(self.nodes)].id for p in range(partitions))
+        start = already % len(nodes)
+        owners = tuple(nodes[(start + p) % len(nodes)].id for p in range(partitions))
         topics = dict(self.topics)
         topics[name] = TopicRoute(name, partitions, compression, float(retention_hours), owners)
         return RoutingTable(self.generation + 1, self.managed_by, self.nodes, topics, self.raw)

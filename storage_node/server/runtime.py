@@ -43,6 +43,23 @@ class NodeRuntime:
         self._free_bytes: int | None = None
         self._round_robin: dict[str, int] = {}
         self.peer_session: aiohttp.ClientSession | None = None
+        self._appended: dict[tuple[str, int], asyncio.Event] = {}
+
+    # -- long polls -------------------------------------------------------------------
+    def append_event(self, topic: str, partition: int) -> asyncio.Event:
+        """An event set at the next append to the partition (take it before reading)."""
+        key = (topic, partition)
+        event = self._appended.get(key)
+        if event is None:
+            event = self._appended[key] = asyncio.Event()
+        return event
+
+    def notify_appended(self, topic: str, partitions: Any) -> None:
+        """Wake the reads waiting on these partitions (called once a batch is stored)."""
+        for p in set(int(p) for p in partitions):
+            event = self._appended.pop((topic, p), None)
+            if event is not None:
+                event.set()
 
     # -- store access -------------------------------------------------------------------
     def _local_topics(self) -> dict[str, dict[str, Any]]:

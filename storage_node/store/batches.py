@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from storage_node.errors import InvalidArgument, InvalidBatch, MessageTooLarge, NotOwner
-from storage_node.formats.msgid import MessageId, parse_msg_id
+from storage_node.formats.msgid import MessageId, parse_canonical_msg_id
 from storage_node.formats.packed import ListBatch, PackedBatch, PackedColumn, filled
 from storage_node.formats.record import MAX_KEY_BYTES, MAX_MSG_ID_BYTES, MAX_TAG_BYTES
 from storage_node.store.types import AppendColumns, TopicConfig
@@ -192,7 +192,7 @@ def prepare(
             if raw is None:
                 continue
             try:
-                given_ids.append((i, parse_msg_id(raw.decode())))
+                given_ids.append((i, parse_canonical_msg_id(raw.decode())))
             except InvalidArgument as exc:
                 raise InvalidBatch(f"message {i}: {exc.message}", index=i) from exc
     allowed_set = None

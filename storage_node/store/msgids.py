@@ -67,6 +67,17 @@ class MsgIdIndexes:
             if key in self._next and self._next[key] <= seq:
                 self._next[key] = seq + 1
 
+    def reserve(self, app: str, hour: int, ip: int, seq: int) -> None:
+        """Keep node-assigned numbers of (app, hour) above ``seq`` (a producer-supplied ID
+        with this node's IP must never be handed out again)."""
+        with self._lock:
+            key = (app, hour)
+            if key not in self._next:
+                f = self._file(hour, app, create=False)
+                self._next[key] = f.next_seq(ip) if f is not None else 0
+            if self._next[key] <= seq:
+                self._next[key] = seq + 1
+
     def put_run(self, app: str, hour: int, ip: int, first_seq: int, positions: np.ndarray) -> None:
         with self._lock:
             self._file(hour, app, create=True).put_run(ip, first_seq, positions)

@@ -31,6 +31,10 @@ class OffsetStore:
                 os.path.join(self.root, group + ".json"), json.dumps(data, sort_keys=True).encode()
             )
 
+    def get_groups(self) -> list[str]:
+        with self._lock:
+            return list(self.groups)
+
     def get(self, group: str, topic: str | None = None) -> dict[str, dict[int, int]]:
         with self._lock:
             g = self.groups.get(group, {})

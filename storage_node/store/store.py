@@ -26,6 +26,7 @@ from storage_node.backend.files import ensure_dir
 from storage_node.backend.objectstore import ObjectStore, open_object_store
 from storage_node.errors import (
     DiskFull,
+    DuplicateMessageId,
     InvalidArgument,
     InvalidBatch,
     NotFound,
@@ -35,7 +36,13 @@ from storage_node.errors import (
 )
 from storage_node.formats.checkpoint import Checkpoint
 from storage_node.formats.keyhash import key_hash
-from storage_node.formats.msgid import MS_PER_HOUR, ip_to_int, numbered_ids, parse_msg_id
+from storage_node.formats.msgid import (
+    MS_PER_HOUR,
+    MessageId,
+    ip_to_int,
+    numbered_ids,
+    parse_msg_id,
+)
 from storage_node.formats.packed import (
     ListBatch,
     PackedBatch,
@@ -660,21 +667,50 @@ class Store:
         limit = self.config.max_message_bytes
         if len(tickets) > 1 and all(t.allowed is None for t in tickets):
             try:
-                return tickets, prepare(cfg, pack_batches([t.batch for t in tickets]), None, limit)
+                merged = prepare(cfg, pack_batches([t.batch for t in tickets]), None, limit)
+                self._check_given_ids(merged, set())
+                return tickets, merged
             except Exception:  # typed, or odd input of one caller (a ValueError, say)
                 pass  # find out whose batch it is
         good: list[Ticket] = []
         prepared = None
+        taken: set[str] = set()  # producer-supplied IDs of the batches accepted so far
         for t in tickets:  # one by one: each its own errors and partitions_allowed
             try:
                 t.batch = pack_batches([t.batch])
                 prepared = prepare(cfg, t.batch, t.allowed, limit)
+                self._check_given_ids(prepared, taken)
                 good.append(t)
             except Exception as exc:  # that caller's error alone
                 t.error = exc
         if len(good) > 1:  # checked; now as one
             prepared = prepare(cfg, pack_batches([t.batch for t in good]), None, limit)
         return good, prepared
+
+    def _check_given_ids(self, prep: Prepared, taken: set[str]) -> None:
+        """(Append lock held.) Refuse a batch whose producer-supplied message IDs repeat one
+        stored on this node, one of ``taken`` or one another message of the batch has (409);
+        else add them to ``taken`` and keep this node's own numbering above them."""
+        if not prep.given_ids:
+            return
+        mine: set[str] = set()
+        for i, mid in prep.given_ids:
+            text = str(mid)
+            if text in mine or text in taken or self._msg_id_stored(mid):
+                raise DuplicateMessageId(
+                    f"message {i}: message ID {text!r} is already taken", index=i, msg_id=text
+                )
+            mine.add(text)
+        taken.update(mine)
+        for _i, mid in prep.given_ids:
+            if mid.ip == self.node_ip:
+                self.msgids.reserve(mid.app, mid.hour, mid.ip, mid.seq)
+
+    def _msg_id_stored(self, mid: MessageId) -> bool:
+        pos = self.msgids.get(mid)
+        if pos is None or not self.log.start_pos <= pos < self.log.end:
+            return False
+        return bool(self.log.read(pos).msg_id == str(mid))
 
     def _append_locked(
         self, cfg: TopicConfig, prep: Prepared, tickets: list[Ticket]
@@ -943,6 +979,10 @@ class Store:
                 next_offset=q.next_offset,
             )
         self.offsets.commit(group, topic, int(partition), offset)
+
+    def consumer_groups(self) -> list[str]:
+        """Names of the groups with an offset committed on this node."""
+        return sorted(self.offsets.get_groups())
 
     def committed_offsets(self, group: str, topic: str | None = None) -> dict[str, dict[int, int]]:
         check_name("group", group)

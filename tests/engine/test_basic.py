@@ -254,3 +254,37 @@ def test_idempotent_batches_across_restart(config):
 def test_data_dir_locked(config, store):
     with pytest.raises(Exception, match="in use"):
         Store.open(config)
+
+
+def test_duplicate_supplied_message_id_refused(store):
+    from storage_node.errors import DuplicateMessageId
+
+    mid = "shop-0a010101-431699-7"
+    first = store.append("orders", [MessageIn(b"first", msg_id=mid)], "prod-a", 0)
+    end = store.log.end
+    with pytest.raises(DuplicateMessageId) as info:  # another batch with a taken ID: 409
+        store.append("orders", [MessageIn(b"other", msg_id=mid)], "prod-b", 0)
+    assert info.value.status == 409 and info.value.details["msg_id"] == mid
+    with pytest.raises(DuplicateMessageId):  # twice in one batch
+        store.append(
+            "orders",
+            [MessageIn(b"a", msg_id=mid[:-1] + "8"), MessageIn(b"b", msg_id=mid[:-1] + "8")],
+        )
+    assert store.log.end == end  # nothing written
+    # the idempotent retry of the first batch answers the first result
+    assert store.append("orders", [MessageIn(b"first", msg_id=mid)], "prod-a", 0) == first
+    assert store.get_message(mid).value == b"first"
+    # a non-canonical spelling of an ID is refused, never stored beside the canonical one
+    for odd in ["shop-0A010101-431699-9", "shop-0a010101-431699-09"]:
+        with pytest.raises(InvalidBatch):
+            store.append("orders", [MessageIn(b"x", msg_id=odd)])
+        with pytest.raises(NotFound):
+            store.get_message(odd)
+    # a supplied ID in this node's own numbering is never handed out again by the node
+    own = store.append("orders", [MessageIn(b"n")])[0].msg_id
+    app, iphex, hour, seq = own.rsplit("-", 3)
+    ahead = f"{app}-{iphex}-{hour}-{int(seq) + 1}"
+    store.append("orders", [MessageIn(b"ahead", msg_id=ahead)])
+    nxt = store.append("orders", [MessageIn(b"next")])[0].msg_id
+    assert nxt != ahead and store.get_message(ahead).value == b"ahead"
+    assert store.get_message(nxt).value == b"next"

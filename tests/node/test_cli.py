@@ -56,7 +56,7 @@ def test_cli_round_trip(tmp_path):
         missing = msgstore("get", "app-7f000001-400000-99", *ep, check=False)
         assert missing.returncode == 1 and "not_found" in missing.stderr
         bad = msgstore("produce", "orders", "--quiet", *ep, stdin="{broken\n", check=False)
-        assert bad.returncode == 1 and "line 1 is not JSON" in bad.stderr
+        assert bad.returncode == 1 and "line 1: not JSON" in bad.stderr
         again = msgstore("local", "up", "--nodes", "2", "--data-dir", data_dir, check=False)
         assert again.returncode == 1 and "already running" in again.stderr
     finally:

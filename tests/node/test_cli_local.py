@@ -1,0 +1,84 @@
+"""`msgstore local` as a developer uses it: stable ports, status, stopping and restarting
+one node, topics created and topics read while a node is down, a crash that loses nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+CLI = [sys.executable, "-m", "storage_node.cli"]
+
+
+def run(*args: str, stdin: bytes | None = None, check: bool = True):
+    proc = subprocess.run([*CLI, *args], input=stdin, capture_output=True, timeout=180)
+    if check:
+        assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    return proc
+
+
+def status(data_dir: str) -> dict[str, list[str]]:
+    """node id -> [pid, address, health...] from `local status`."""
+    lines = run("local", "status", "--data-dir", data_dir).stdout.decode().splitlines()
+    assert lines[0].split() == ["NODE", "PID", "ADDRESS", "HEALTH"], lines
+    return {line.split()[0]: line.split()[1:] for line in lines[1:]}
+
+
+def test_local_cluster_survives_what_a_developer_does(tmp_path):
+    data_dir = str(tmp_path / "dev")
+    local = ["--data-dir", data_dir]
+    run("local", "up", "--nodes", "3", *local)
+    try:
+        before = status(data_dir)
+        assert sorted(before) == ["node-0", "node-1", "node-2"]
+        assert all(v[2] == "ready" and v[0].isdigit() for v in before.values()), before
+        ep = ["--endpoint", before["node-0"][1]]
+        run("topic", "create", "orders", "--partitions", "6", *ep)
+        lines = [b'{"order": %d}' % i for i in range(600)]
+        run("produce", "orders", "--quiet", *ep, stdin=b"\n".join(lines) + b"\n")
+
+        # ports are kept across down/up: an exported endpoint keeps working
+        run("local", "down", *local)
+        assert {v[2] for v in status(data_dir).values()} == {"stopped"}
+        run("local", "up", "--nodes", "3", *local)
+        again = status(data_dir)
+        assert {k: v[1] for k, v in again.items()} == {k: v[1] for k, v in before.items()}
+
+        # a crashed node: status says so, and a new topic avoids it (saying why)
+        owners = json.loads(run("topic", "describe", "orders", *ep).stdout)["owners"]
+        os.kill(int(again["node-1"][0]), signal.SIGKILL)
+        assert status(data_dir)["node-1"][1:] == [again["node-1"][1], "stopped"]
+        created = run("topic", "create", "while-down", "--partitions", "4", *ep)
+        doc = json.loads(created.stdout)
+        assert "node-1" not in doc["owners"] and set(doc["owners"]) == {"node-0", "node-2"}
+        assert "node-1" in doc["skipped_nodes"]
+        assert "no partition placed on node-1" in created.stderr.decode()
+
+        # a consumer reads every other partition, then fails naming the unreachable ones
+        read = run("consume", "orders", "--format", "raw", *ep, check=False)
+        down_parts = [p for p, o in enumerate(owners) if o == "node-1"]
+        assert read.returncode == 1
+        err = read.stderr.decode()
+        assert "error: partitions not read" in err
+        for p in down_parts:
+            assert f"{p} (" in err, err
+        expected = sum(1 for _ in lines) * (6 - len(down_parts)) // 6
+        assert len(read.stdout.splitlines()) == expected
+
+        # restarted, the node has every acknowledged message
+        run("local", "restart", "node-1", *local)
+        assert status(data_dir)["node-1"][2] == "ready"
+        everything = run("consume", "orders", "--format", "raw", *ep).stdout.splitlines()
+        assert sorted(everything) == sorted(lines)
+
+        # one node stopped and started again by name
+        assert run("local", "stop", "node-2", *local).stdout.decode().strip() == "node-2 stopped"
+        assert status(data_dir)["node-2"][0] == "-"
+        run("local", "restart", "node-2", *local)
+        assert status(data_dir)["node-2"][2] == "ready"
+        missing = run("local", "stop", "node-9", *local, check=False)
+        assert missing.returncode == 1 and "no node 'node-9'" in missing.stderr.decode()
+    finally:
+        run("local", "down", *local)
