@@ -98,7 +98,7 @@ def build_routing_document(
         "nodes": [
             {
                 "id": naming.pod_name(name, i),
-                "address": naming.node_address(name, namespace, i, spec.port, domain),
+                "address": naming.node_address(name, namespace, i, spec.port, domain, spec.scheme),
             }
             for i in range(node_count)
         ],

@@ -50,8 +50,20 @@ OPERATOR_GRANTS: dict[tuple[str, str, str], str] = {
     ("rbac.authorization.k8s.io", "rolebindings", "patch"): "server-side apply of the binding",
     ("rbac.authorization.k8s.io", "rolebindings", "delete"): "remove it when mode leaves spark",
     ("", "secrets", "get"): "check that Secrets named in the spec exist; find the token",
-    ("", "secrets", "create"): "generate the node API token once (never updated)",
-    ("", "pods", "list"): "count ready node pods for status",
+    ("", "secrets", "create"): "generate the node API token and the CA once (never updated)",
+    ("", "secrets", "patch"): "apply the node certificates Secret when one is issued or renewed",
+    ("", "pods", "list"): "count ready node pods and find their problems for status",
+    ("", "persistentvolumeclaims", "list"): "status: claims stuck Pending, naming their class",
+    ("batch", "jobs", "list"): "status: did the last compaction Job fail",
+    ("", "events", "list"): "status: the StatefulSet's FailedCreate, the claims' events",
+    ("networking.k8s.io", "networkpolicies", "get"): "compare the applied hash",
+    ("networking.k8s.io", "networkpolicies", "create"): "server-side apply creates the policy",
+    ("networking.k8s.io", "networkpolicies", "patch"): "server-side apply of the nodes' policy",
+    ("networking.k8s.io", "networkpolicies", "delete"): "remove it when networkPolicy is off",
+    ("cert-manager.io", "certificates", "get"): "compare the applied hash of the Certificate",
+    ("cert-manager.io", "certificates", "create"): "node certificate from a named issuer",
+    ("cert-manager.io", "certificates", "patch"): "server-side apply of the Certificate",
+    ("cert-manager.io", "certificates", "delete"): "remove it when issuerRef is unset",
     ("", "events", "create"): "post Events on MessageStores",
     ("", "events", "patch"): "kopf aggregates repeated Events",
     ("events.k8s.io", "events", "create"): "post Events through the events.k8s.io API",
@@ -63,6 +75,9 @@ SPARK_GRANTABLE = {
     ("", resource, verb): "held only to grant it to the Spark driver's Role"
     for resource in ("pods", "services", "configmaps", "persistentvolumeclaims")
     for verb in ("create", "get", "list", "watch", "patch", "update", "delete", "deletecollection")
+} | {
+    ("networking.k8s.io", "networkpolicies", verb): "Spark 4 guards its executors with one"
+    for verb in ("create", "get", "list", "watch", "patch", "update", "delete")
 }
 
 
@@ -226,7 +241,6 @@ def test_never_granted():
     }
     assert {v for (_g, _r, v) in cluster_scoped} == {"list", "watch"}
     assert ("", "secrets", "list") not in everything
-    assert ("", "secrets", "patch") not in everything
     assert ("", "secrets", "delete") not in everything
     assert ("rbac.authorization.k8s.io", "roles", "escalate") not in everything
     assert ("rbac.authorization.k8s.io", "roles", "bind") not in everything

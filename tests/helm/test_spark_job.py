@@ -92,7 +92,7 @@ def test_cli_renders_a_cluster_mode_ingest_job_as_yaml():
     job_at = args.index(f"{JOBS_DIR}/ingest.py")
     assert args[job_at + 1 :] == [
         "--endpoint",
-        "http://orders.shop.svc.cluster.local:8080",
+        "https://orders.shop.svc.cluster.local:8080",
         "--topic",
         "orders",
         "--input",
