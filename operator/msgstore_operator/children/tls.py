@@ -102,7 +102,8 @@ def plan_node_certs(
         plan.data[crt_key], plan.data[key_key] = _b64(pair.cert_pem), _b64(pair.key_pem)
         plan.issued.append((pod, why))
     if set(plan.data) != set(current):
-        plan.issued += [(k.rsplit(".", 1)[0], "removed") for k in set(current) - set(plan.data)]
+        gone = sorted({k.rsplit(".", 1)[0] for k in set(current) - set(plan.data)})
+        plan.issued += [(pod, "removed") for pod in gone]
     return plan
 
 
