@@ -52,23 +52,31 @@ CLUSTER_DOMAIN = os.environ.get("MSGSTORE_OPERATOR_CLUSTER_DOMAIN", "cluster.loc
 DEFAULT_IMAGES = (os.environ.get("MSGSTORE_NODE_IMAGE"), os.environ.get("MSGSTORE_SPARK_IMAGE"))
 
 
-def _flag(name: str, default: bool) -> bool:
-    raw = os.environ.get(name, "").strip().lower()
-    if not raw:
-        return default
-    if raw in ("1", "true", "yes", "on"):
-        return True
-    if raw in ("0", "false", "no", "off"):
-        return False
-    raise SystemExit(f"{name}={raw!r}: expected true or false")
+def security_defaults_from_env(env: Mapping[str, str]) -> SecurityDefaults:
+    """The chart's tls / networkPolicy / podSecurity values, as the operator receives them."""
+
+    def flag(name: str, default: bool) -> bool:
+        raw = env.get(name, "").strip().lower()
+        if not raw:
+            return default
+        if raw in ("1", "true", "yes", "on"):
+            return True
+        if raw in ("0", "false", "no", "off"):
+            return False
+        raise SystemExit(f"{name}={raw!r}: expected true or false")
+
+    days = env.get("MSGSTORE_OPERATOR_CERT_VALIDITY_DAYS", "90")
+    if not days.isdigit() or not 1 <= int(days) <= 3650:
+        raise SystemExit(f"MSGSTORE_OPERATOR_CERT_VALIDITY_DAYS={days!r}: expected 1..3650")
+    return SecurityDefaults(
+        tls=flag("MSGSTORE_OPERATOR_TLS", True),
+        network_policy=flag("MSGSTORE_OPERATOR_NETWORK_POLICY", True),
+        restricted_pods=flag("MSGSTORE_OPERATOR_RESTRICTED_PODS", True),
+        certificate_validity_days=int(days),
+    )
 
 
-SECURITY_DEFAULTS = SecurityDefaults(
-    tls=_flag("MSGSTORE_OPERATOR_TLS", True),
-    network_policy=_flag("MSGSTORE_OPERATOR_NETWORK_POLICY", True),
-    restricted_pods=_flag("MSGSTORE_OPERATOR_RESTRICTED_PODS", True),
-    certificate_validity_days=int(os.environ.get("MSGSTORE_OPERATOR_CERT_VALIDITY_DAYS", "90")),
-)
+SECURITY_DEFAULTS = security_defaults_from_env(os.environ)
 OPERATOR_NAMESPACE = os.environ.get("MSGSTORE_OPERATOR_NAMESPACE") or None
 CLAIM_GRACE_S = float(os.environ.get("MSGSTORE_OPERATOR_CLAIM_GRACE_S", "120"))
 PREFIX = "msgstore.io"

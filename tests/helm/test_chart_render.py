@@ -321,6 +321,10 @@ def test_optional_messagestore_from_values(render):
         ({"operator.livenessPort": "80"}, "/operator/livenessPort"),
         ({"spark.namespaces": "{a,a}"}, "/spark/namespaces"),
         ({"serviceAccount.create": "false"}, "serviceAccount.name is required"),
+        ({"tls.enabled": "maybe"}, "/tls/enabled"),
+        ({"tls.certificateValidityDays": "0"}, "/tls/certificateValidityDays"),
+        ({"networkPolicy.enable": "false"}, "additional properties 'enable' not allowed"),
+        ({"podSecurity.restricted": "no"}, "/podSecurity/restricted"),
     ],
 )
 def test_bad_values_fail_with_a_clear_message(helm_bin, values, message):
@@ -349,3 +353,58 @@ def test_chart_package_contains_the_crd(helm_bin, tmp_path: Path):
     assert "msgstore/crds/messagestore.yaml" in names
     assert "msgstore/values.schema.json" in names
     assert "msgstore/templates/NOTES.txt" in names
+
+
+def test_operator_pod_is_restricted_and_gets_the_security_defaults(render):
+    from storage_node.pod_security import restricted_violations
+
+    dep = one(render(), "Deployment")
+    pod = dep["spec"]["template"]["spec"]
+    assert restricted_violations(pod) == []
+    env = {e["name"]: e for e in pod["containers"][0]["env"]}
+    assert env["MSGSTORE_OPERATOR_TLS"]["value"] == "true"
+    assert env["MSGSTORE_OPERATOR_NETWORK_POLICY"]["value"] == "true"
+    assert env["MSGSTORE_OPERATOR_RESTRICTED_PODS"]["value"] == "true"
+    assert env["MSGSTORE_OPERATOR_CERT_VALIDITY_DAYS"]["value"] == "90"
+    assert env["MSGSTORE_OPERATOR_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == (
+        "metadata.namespace"
+    )
+    off = one(
+        render(
+            {
+                "tls.enabled": "false",
+                "networkPolicy.enabled": "false",
+                "podSecurity.restricted": "false",
+                "tls.certificateValidityDays": "30",
+            }
+        ),
+        "Deployment",
+    )
+    env = {
+        e["name"]: e.get("value") for e in off["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["MSGSTORE_OPERATOR_TLS"] == "false"
+    assert env["MSGSTORE_OPERATOR_NETWORK_POLICY"] == "false"
+    assert env["MSGSTORE_OPERATOR_RESTRICTED_PODS"] == "false"
+    assert env["MSGSTORE_OPERATOR_CERT_VALIDITY_DAYS"] == "30"
+
+
+def test_operator_reads_the_values_it_is_given():
+    """The env names the chart sets are the ones the operator reads."""
+    from msgstore_operator.handlers import security_defaults_from_env
+
+    d = security_defaults_from_env(
+        {
+            "MSGSTORE_OPERATOR_TLS": "false",
+            "MSGSTORE_OPERATOR_NETWORK_POLICY": "false",
+            "MSGSTORE_OPERATOR_RESTRICTED_PODS": "false",
+            "MSGSTORE_OPERATOR_CERT_VALIDITY_DAYS": "30",
+        }
+    )
+    assert (d.tls, d.network_policy, d.restricted_pods) == (False, False, False)
+    assert d.certificate_validity_days == 30
+    assert security_defaults_from_env({}).tls is True
+    with pytest.raises(SystemExit, match="MSGSTORE_OPERATOR_TLS"):
+        security_defaults_from_env({"MSGSTORE_OPERATOR_TLS": "maybe"})
+    with pytest.raises(SystemExit, match="VALIDITY_DAYS"):
+        security_defaults_from_env({"MSGSTORE_OPERATOR_CERT_VALIDITY_DAYS": "0"})
