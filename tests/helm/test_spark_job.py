@@ -167,3 +167,43 @@ def test_long_topic_names_still_give_a_valid_job_name():
 def test_resources_validation_is_shared_with_the_builder():
     with pytest.raises(Exception, match="executor_memory"):
         SparkResources(executor_memory="2GB").validate()
+
+
+def test_ingest_job_reaches_the_store_over_tls_unless_told_otherwise():
+    from storage_node.spark_job import IngestRequest, build_ingest_job
+
+    req = IngestRequest(store="orders", namespace="shop", topic="orders", input="/data")
+    pod = build_ingest_job(req)["spec"]["template"]["spec"]
+    args = pod["containers"][0]["args"]
+    assert "https://orders.shop.svc.cluster.local:8080" in args
+    assert "spark.kubernetes.driverEnv.MSGSTORE_CA=/etc/msgstore/ca/ca.crt" in args
+    assert "spark.kubernetes.driver.label.msgstore.io/client=orders" in args
+    assert pod["volumes"] == [
+        {"name": "pod-templates", "configMap": {"name": "orders-spark-templates"}}
+    ]
+    plain = build_ingest_job(
+        IngestRequest(store="orders", namespace="shop", topic="orders", input="/data", tls=False)
+    )["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "http://orders.shop.svc.cluster.local:8080" in plain
+    assert not any("MSGSTORE_CA" in a for a in plain)
+
+
+def test_cli_no_tls_flag():
+    proc = msgstore(
+        "spark-job",
+        "ingest",
+        "--store",
+        "orders",
+        "--namespace",
+        "shop",
+        "--topic",
+        "t",
+        "--input",
+        "/data",
+        "--no-tls",
+        "-o",
+        "json",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "http://orders.shop.svc.cluster.local:8080" in proc.stdout
+    assert "MSGSTORE_CA" not in proc.stdout
