@@ -41,13 +41,19 @@ def _connection_parent() -> argparse.ArgumentParser:
         default=os.environ.get("MSGSTORE_TOKEN"),
         help="bearer token (env MSGSTORE_TOKEN)",
     )
+    parent.add_argument(
+        "--ca",
+        default=os.environ.get("MSGSTORE_CA"),
+        help="CA certificate (PEM) the nodes' TLS certificates must verify against; "
+        "then every address must be https (env MSGSTORE_CA)",
+    )
     return parent
 
 
 def _client(args: argparse.Namespace) -> Any:
     from storage_node.client import Client
 
-    return Client(args.endpoint.split(","), token=args.token)
+    return Client(args.endpoint.split(","), token=args.token, ca=getattr(args, "ca", None))
 
 
 # -- serve --------------------------------------------------------------------------------
@@ -63,6 +69,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "routing_file": args.routing_file,
         "advertise_address": args.advertise_address,
         "config": args.config,
+        "tls_cert": args.tls_cert,
+        "tls_key": args.tls_key,
     }
     for item in args.set or []:
         name, sep, value = item.partition("=")
@@ -82,6 +90,8 @@ def register_serve(sub: Any) -> None:
     p.add_argument("--routing-file", help="routing table file (docs/ROUTING.md)")
     p.add_argument("--advertise-address", help="URL other nodes and clients use for this node")
     p.add_argument("--config", help="JSON or YAML file of settings (docs/CONFIG.md)")
+    p.add_argument("--tls-cert", help="serve HTTPS with this certificate (env MSGSTORE_TLS_CERT)")
+    p.add_argument("--tls-key", help="private key of --tls-cert (env MSGSTORE_TLS_KEY)")
     p.add_argument("--set", action="append", metavar="NAME=VALUE", help="any setting")
     p.set_defaults(func=cmd_serve)
 
@@ -92,10 +102,12 @@ def cmd_local_up(args: argparse.Namespace) -> int:
 
     env = {"MSGSTORE_TOKEN": args.token} if args.token else {}
     cluster = LocalCluster(args.data_dir)
-    nodes = cluster.up(nodes=args.nodes, base_port=args.base_port, env=env)
+    nodes = cluster.up(nodes=args.nodes, base_port=args.base_port, env=env, tls=args.tls)
     for n in nodes:
         print(f"{n.id} {n.address} pid={n.pid} log={n.log}")
     print(f"routing table: {cluster.routing_file}")
+    if cluster.ca_file:
+        print(f"CA certificate: {cluster.ca_file} (use --ca or MSGSTORE_CA)")
     return 0
 
 
@@ -166,6 +178,11 @@ def register_local(sub: Any) -> None:
     )
     up.add_argument(
         "--token", default=os.environ.get("MSGSTORE_TOKEN"), help="require this bearer token"
+    )
+    up.add_argument(
+        "--tls",
+        action="store_true",
+        help="serve HTTPS with certificates of a CA generated in DATA_DIR/tls (kept across runs)",
     )
     up.set_defaults(func=cmd_local_up)
     down = lsub.add_parser("down", parents=[data_dir], help="stop every node cleanly")

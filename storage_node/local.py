@@ -115,9 +115,54 @@ def node_ip_for(node_id: str) -> str:
     return f"127.{(index + 1) >> 16 & 255}.{(index + 1) >> 8 & 255}.{(index + 1) & 255}"
 
 
+TLS_DIR = "tls"
+
+
+def ensure_local_tls(directory: Path, node_ids: list[str], host: str) -> Path:
+    """A CA in ``directory`` (made once, kept across runs) and a certificate per node for
+    localhost and ``host``, reissued when missing, changed or due for renewal."""
+    from storage_node import tls
+
+    ca = tls.read_pair(directory, "ca")
+    if ca is None:
+        ca = tls.new_ca(f"msgstore local CA {directory.parent.name}")
+        tls.write_pair(directory, "ca", ca)
+    dns = ["localhost"]
+    ips = sorted({"127.0.0.1", host}) if _is_ip(host) else ["127.0.0.1"]
+    if not _is_ip(host):
+        dns.append(host)
+    for node_id in node_ids:
+        current = tls.read_pair(directory, node_id)
+        if tls.renewal_reason(current, ca.cert_pem, dns, ips) is not None:
+            tls.write_pair(directory, node_id, tls.issue_cert(ca, node_id, dns, ips))
+    return directory / "ca.crt"
+
+
+def _is_ip(host: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
 def node_command(
-    node: NodeProcess, routing_file: str, host: str, extra_args: list[str] | None = None
+    node: NodeProcess,
+    routing_file: str,
+    host: str,
+    extra_args: list[str] | None = None,
+    tls_dir: Path | None = None,
 ) -> list[str]:
+    tls_args = []
+    if tls_dir is not None:
+        tls_args = [
+            "--tls-cert",
+            str(tls_dir / f"{node.id}.crt"),
+            "--tls-key",
+            str(tls_dir / f"{node.id}.key"),
+        ]
     return [
         sys.executable,
         "-m",
@@ -135,6 +180,7 @@ def node_command(
         routing_file,
         "--set",
         f"node_ip={node_ip_for(node.id)}",
+        *tls_args,
         *(extra_args or []),
     ]
 
@@ -148,6 +194,7 @@ class LocalCluster:
         self.nodes: list[NodeProcess] = []
         self.env: dict[str, str] = {}
         self.extra_args: list[str] = []
+        self.tls = False
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         state = self.dir / STATE_FILE
         if state.exists():
@@ -155,10 +202,20 @@ class LocalCluster:
             self.nodes = [NodeProcess(**n) for n in doc.get("nodes", [])]
             self.env = doc.get("env", {})
             self.extra_args = doc.get("extra_args", [])
+            self.tls = bool(doc.get("tls", False))
 
     @property
     def routing_file(self) -> str:
         return str(self.dir / ROUTING_FILE)
+
+    @property
+    def tls_dir(self) -> Path | None:
+        return self.dir / TLS_DIR if self.tls else None
+
+    @property
+    def ca_file(self) -> str | None:
+        """The CA certificate clients verify the nodes with (None without TLS)."""
+        return str(self.dir / TLS_DIR / "ca.crt") if self.tls else None
 
     @property
     def addresses(self) -> list[str]:
@@ -169,6 +226,7 @@ class LocalCluster:
             "nodes": [asdict(n) for n in self.nodes],
             "env": self.env,
             "extra_args": self.extra_args,
+            "tls": self.tls,
         }
         tmp = self.dir / (STATE_FILE + ".tmp")
         tmp.write_text(json.dumps(doc, indent=2) + "\n")
@@ -186,8 +244,12 @@ class LocalCluster:
         env: dict[str, str] | None = None,
         extra_args: list[str] | None = None,
         timeout: float = 60.0,
+        tls: bool = False,
     ) -> list[NodeProcess]:
-        """Start every node (a restart keeps topics and data); returns once all are ready."""
+        """Start every node (a restart keeps topics and data); returns once all are ready.
+
+        With ``tls`` the nodes serve HTTPS with certificates of a CA kept in DIR/tls
+        (``ca_file``); clients need that file (``--ca`` / MSGSTORE_CA)."""
         if not 1 <= nodes <= 64:
             raise InvalidArgument("a local cluster has 1 to 64 nodes")
         if self.running():
@@ -199,6 +261,8 @@ class LocalCluster:
         self.extra_args = list(extra_args or [])
         # ports are kept from the last run, so addresses (MSGSTORE_ENDPOINT) stay valid
         previous = {n.id: n.port for n in self.nodes}
+        self.tls = tls
+        scheme = "https" if tls else "http"
         self.nodes = []
         for i in range(nodes):
             taken = {n.port for n in self.nodes}
@@ -215,13 +279,16 @@ class LocalCluster:
             self.nodes.append(
                 NodeProcess(
                     id=f"node-{i}",
-                    address=f"http://{self.host}:{port}",
+                    address=f"{scheme}://{self.host}:{port}",
                     port=port,
                     pid=0,
                     data_dir=str(node_dir),
                     log=str(node_dir / "node.log"),
                 )
             )
+        if self.tls_dir is not None:
+            ensure_local_tls(self.tls_dir, [n.id for n in self.nodes], self.host)
+            self.env.setdefault("MSGSTORE_TLS_CA", str(self.ca_file))
         self._write_routing()
         for node in self.nodes:
             self._spawn(node)
@@ -251,7 +318,7 @@ class LocalCluster:
         log = open(node.log, "ab")  # noqa: SIM115 - handed to the child process
         try:
             proc = subprocess.Popen(
-                node_command(node, self.routing_file, self.host, self.extra_args),
+                node_command(node, self.routing_file, self.host, self.extra_args, self.tls_dir),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -273,7 +340,9 @@ class LocalCluster:
                         + self._log_tail(node)
                     )
                 try:
-                    if requests.get(node.address + "/readyz", timeout=2).status_code == 200:
+                    verify: str | bool = self.ca_file or True
+                    answer = requests.get(node.address + "/readyz", timeout=2, verify=verify)
+                    if answer.status_code == 200:
                         break
                 except requests.RequestException:
                     pass

@@ -14,7 +14,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
+
 from storage_node.errors import InvalidArgument
+from storage_node.pod_security import (
+    SPARK_UID,
+    container_security_context,
+    pod_security_context,
+)
 
 SPARK_SUBMIT = "/opt/spark/bin/spark-submit"
 KUBERNETES_MASTER = "k8s://https://kubernetes.default.svc:443"
@@ -40,9 +47,58 @@ def token_secret_name(store: str) -> str:
     return f"{store}-token"
 
 
-def store_endpoint(store: str, namespace: str, port: int = DEFAULT_PORT) -> str:
+def store_endpoint(store: str, namespace: str, port: int = DEFAULT_PORT, tls: bool = False) -> str:
     """The store's client Service, as pods in the cluster reach it."""
-    return f"http://{store}.{namespace}.svc.{CLUSTER_DOMAIN}:{port}"
+    scheme = "https" if tls else "http"
+    return f"{scheme}://{store}.{namespace}.svc.{CLUSTER_DOMAIN}:{port}"
+
+
+# Spark driver and executor pods get their security context (and the store's CA) from pod
+# template files: spark-submit has no setting for a securityContext. The operator keeps the
+# templates of each store in a ConfigMap that the submitting pod mounts here.
+TEMPLATES_DIR = "/opt/msgstore/pod-templates"
+DRIVER_TEMPLATE = "driver.yaml"
+EXECUTOR_TEMPLATE = "executor.yaml"
+CLIENT_LABEL = "msgstore.io/client"
+SPARK_CA_DIR = "/etc/msgstore/ca"
+SPARK_CA_FILE = f"{SPARK_CA_DIR}/ca.crt"
+
+
+def spark_templates_config_map_name(store: str) -> str:
+    return f"{store}-spark-templates"
+
+
+def ca_config_map_name(store: str) -> str:
+    return f"{store}-ca"
+
+
+def spark_pod_template(ca_config_map: str | None) -> dict[str, Any]:
+    """A driver or executor pod template: Pod Security "restricted" as Spark's uid 185,
+    and the store's CA certificate mounted at SPARK_CA_FILE when the store serves TLS."""
+    container: dict[str, Any] = {
+        "name": "spark",
+        "securityContext": container_security_context(read_only_root=False),
+    }
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "spec": {
+            "securityContext": pod_security_context(SPARK_UID, SPARK_UID),
+            "containers": [container],
+        },
+    }
+    if ca_config_map:
+        container["volumeMounts"] = [
+            {"name": "msgstore-ca", "mountPath": SPARK_CA_DIR, "readOnly": True}
+        ]
+        pod["spec"]["volumes"] = [{"name": "msgstore-ca", "configMap": {"name": ca_config_map}}]
+    return pod
+
+
+def spark_templates_data(ca_config_map: str | None) -> dict[str, str]:
+    """The ConfigMap data holding both templates (same content: the roles differ in Spark)."""
+    text = yaml.safe_dump(spark_pod_template(ca_config_map), sort_keys=True)
+    return {DRIVER_TEMPLATE: text, EXECUTOR_TEMPLATE: text}
 
 
 def check_dns_label(value: str, what: str, max_len: int = 63) -> str:
@@ -99,6 +155,10 @@ class SparkSubmit:
     token_secret: str | None = None  # Secret with the node token, or None without auth
     token_key: str = "token"
     labels: tuple[tuple[str, str], ...] = ()  # put on driver and executor pods
+    # ConfigMap with the driver/executor pod templates (mounted into the submitting pod).
+    pod_templates: str | None = None
+    # The store's CA certificate file inside driver and executor pods (env MSGSTORE_CA).
+    ca_file: str | None = None
 
     def job_uri(self) -> str:
         return self.job if "://" in self.job else f"{JOBS_DIR}/{self.job}"
@@ -128,6 +188,14 @@ def spark_submit_args(sub: SparkSubmit) -> list[str]:
         ref = f"{sub.token_secret}:{sub.token_key}"
         conf["spark.kubernetes.driver.secretKeyRef.MSGSTORE_TOKEN"] = ref
         conf["spark.kubernetes.executor.secretKeyRef.MSGSTORE_TOKEN"] = ref
+    if sub.pod_templates:
+        conf["spark.kubernetes.driver.podTemplateFile"] = f"{TEMPLATES_DIR}/{DRIVER_TEMPLATE}"
+        conf["spark.kubernetes.executor.podTemplateFile"] = f"{TEMPLATES_DIR}/{EXECUTOR_TEMPLATE}"
+        conf["spark.kubernetes.driver.podTemplateContainerName"] = "spark"
+        conf["spark.kubernetes.executor.podTemplateContainerName"] = "spark"
+    if sub.ca_file:
+        conf["spark.kubernetes.driverEnv.MSGSTORE_CA"] = sub.ca_file
+        conf["spark.executorEnv.MSGSTORE_CA"] = sub.ca_file
     args = ["--master", KUBERNETES_MASTER, "--deploy-mode", "cluster", "--name", sub.app_name]
     for key, value in conf.items():
         args += ["--conf", f"{key}={value}"]
@@ -135,29 +203,32 @@ def spark_submit_args(sub: SparkSubmit) -> list[str]:
 
 
 def submit_pod_spec(sub: SparkSubmit, image_pull_policy: str = "IfNotPresent") -> dict[str, Any]:
-    """The pod that runs spark-submit; the driver and executors it starts are separate pods."""
-    return {
+    """The pod that runs spark-submit; the driver and executors it starts are separate pods
+    (made "restricted" by the pod templates)."""
+    container: dict[str, Any] = {
+        "name": "spark-submit",
+        "image": sub.image,
+        "imagePullPolicy": image_pull_policy,
+        "command": [SPARK_SUBMIT],
+        "args": spark_submit_args(sub),
+        "resources": {
+            "requests": {"cpu": "100m", "memory": "512Mi"},
+            "limits": {"memory": "1Gi"},
+        },
+        "securityContext": container_security_context(read_only_root=False),
+    }
+    pod: dict[str, Any] = {
         "serviceAccountName": sub.service_account,
         "restartPolicy": "Never",
-        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
-        "containers": [
-            {
-                "name": "spark-submit",
-                "image": sub.image,
-                "imagePullPolicy": image_pull_policy,
-                "command": [SPARK_SUBMIT],
-                "args": spark_submit_args(sub),
-                "resources": {
-                    "requests": {"cpu": "100m", "memory": "512Mi"},
-                    "limits": {"memory": "1Gi"},
-                },
-                "securityContext": {
-                    "allowPrivilegeEscalation": False,
-                    "capabilities": {"drop": ["ALL"]},
-                },
-            }
-        ],
+        "securityContext": pod_security_context(SPARK_UID),
+        "containers": [container],
     }
+    if sub.pod_templates:
+        container["volumeMounts"] = [
+            {"name": "pod-templates", "mountPath": TEMPLATES_DIR, "readOnly": True}
+        ]
+        pod["volumes"] = [{"name": "pod-templates", "configMap": {"name": sub.pod_templates}}]
+    return pod
 
 
 def build_spark_job(
@@ -207,6 +278,7 @@ class IngestRequest:
     service_account: str | None = None
     image_pull_policy: str = "IfNotPresent"
     resources: SparkResources = field(default_factory=SparkResources)
+    tls: bool = True  # the store serves HTTPS (the operator's default)
 
     def validate(self) -> IngestRequest:
         check_dns_label(self.store, "store name", 40)
@@ -256,7 +328,7 @@ def build_ingest_job(req: IngestRequest) -> dict[str, Any]:
     }
     job_args = [
         "--endpoint",
-        store_endpoint(req.store, req.namespace, req.port),
+        store_endpoint(req.store, req.namespace, req.port, req.tls),
         "--topic",
         req.topic,
         "--input",
@@ -284,6 +356,9 @@ def build_ingest_job(req: IngestRequest) -> dict[str, Any]:
         resources=req.resources,
         token_secret=token_secret,
         token_key=req.token_key,
-        labels=(("app.kubernetes.io/instance", req.store),),
+        # The client label lets driver and executors through the store's NetworkPolicy.
+        labels=(("app.kubernetes.io/instance", req.store), (CLIENT_LABEL, req.store)),
+        pod_templates=spark_templates_config_map_name(req.store),
+        ca_file=SPARK_CA_FILE if req.tls else None,
     )
     return build_spark_job(sub, name, labels, req.image_pull_policy)

@@ -62,6 +62,9 @@ def add_spark_job_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     ingest.add_argument("--port", type=int, default=DEFAULT_PORT, help="the store's HTTP port")
     ingest.add_argument("--no-auth", action="store_true", help="the store runs without token auth")
+    ingest.add_argument(
+        "--no-tls", action="store_true", help="the store serves plain HTTP (spec.tls.enabled false)"
+    )
     ingest.add_argument("--token-secret", help="Secret with the node token (default <store>-token)")
     ingest.add_argument("--token-key", default="token", help="key of the token in the Secret")
     ingest.add_argument(
@@ -102,6 +105,7 @@ def request_from_args(args: argparse.Namespace) -> IngestRequest:
         image=args.image,
         port=args.port,
         auth=not args.no_auth,
+        tls=not args.no_tls,
         token_secret=args.token_secret,
         token_key=args.token_key,
         service_account=args.service_account,

@@ -12,7 +12,16 @@ Settings (environment variables of the operator process):
 
 * ``MSGSTORE_OPERATOR_INTERVAL_S``: seconds between status refreshes (default 10);
 * ``MSGSTORE_OPERATOR_CLUSTER_DOMAIN``: DNS domain of the cluster (default cluster.local);
-* ``MSGSTORE_NODE_IMAGE`` / ``MSGSTORE_SPARK_IMAGE``: images used when a spec names none.
+* ``MSGSTORE_NODE_IMAGE`` / ``MSGSTORE_SPARK_IMAGE``: images used when a spec names none;
+* ``MSGSTORE_OPERATOR_TLS``, ``MSGSTORE_OPERATOR_NETWORK_POLICY`` (default true): whether a
+  store whose spec does not say gets HTTPS / a NetworkPolicy;
+* ``MSGSTORE_OPERATOR_RESTRICTED_PODS`` (default true): Pod Security "restricted" contexts
+  on node pods (false only for development images that need root);
+* ``MSGSTORE_OPERATOR_CERT_VALIDITY_DAYS`` (default 90): node certificate lifetime when a
+  spec does not say (renewed after two thirds of it);
+* ``MSGSTORE_OPERATOR_NAMESPACE``: the operator's namespace, let through the NetworkPolicy;
+* ``MSGSTORE_OPERATOR_CLAIM_GRACE_S`` (default 120): how long a volume claim may stay
+  Pending before the store is Degraded.
 
 Which namespaces are watched is kopf's choice: ``--namespace=NS`` or ``--all-namespaces``.
 """
@@ -35,11 +44,41 @@ from kubernetes.client.rest import ApiException
 from . import API_VERSION, GROUP, KIND, PLURAL, VERSION
 from .kube import Kube
 from .reconcile import NotYet, Outcome, SpecProblem, reconcile
+from .spec import SecurityDefaults
 from .status import DEGRADED, changed_fields, set_condition
 
 INTERVAL_S = float(os.environ.get("MSGSTORE_OPERATOR_INTERVAL_S", "10"))
 CLUSTER_DOMAIN = os.environ.get("MSGSTORE_OPERATOR_CLUSTER_DOMAIN", "cluster.local")
 DEFAULT_IMAGES = (os.environ.get("MSGSTORE_NODE_IMAGE"), os.environ.get("MSGSTORE_SPARK_IMAGE"))
+
+
+def security_defaults_from_env(env: Mapping[str, str]) -> SecurityDefaults:
+    """The chart's tls / networkPolicy / podSecurity values, as the operator receives them."""
+
+    def flag(name: str, default: bool) -> bool:
+        raw = env.get(name, "").strip().lower()
+        if not raw:
+            return default
+        if raw in ("1", "true", "yes", "on"):
+            return True
+        if raw in ("0", "false", "no", "off"):
+            return False
+        raise SystemExit(f"{name}={raw!r}: expected true or false")
+
+    days = env.get("MSGSTORE_OPERATOR_CERT_VALIDITY_DAYS", "90")
+    if not days.isdigit() or not 1 <= int(days) <= 3650:
+        raise SystemExit(f"MSGSTORE_OPERATOR_CERT_VALIDITY_DAYS={days!r}: expected 1..3650")
+    return SecurityDefaults(
+        tls=flag("MSGSTORE_OPERATOR_TLS", True),
+        network_policy=flag("MSGSTORE_OPERATOR_NETWORK_POLICY", True),
+        restricted_pods=flag("MSGSTORE_OPERATOR_RESTRICTED_PODS", True),
+        certificate_validity_days=int(days),
+    )
+
+
+SECURITY_DEFAULTS = security_defaults_from_env(os.environ)
+OPERATOR_NAMESPACE = os.environ.get("MSGSTORE_OPERATOR_NAMESPACE") or None
+CLAIM_GRACE_S = float(os.environ.get("MSGSTORE_OPERATOR_CLAIM_GRACE_S", "120"))
 PREFIX = "msgstore.io"
 
 log = logging.getLogger("msgstore_operator")
@@ -103,7 +142,16 @@ def run_pass(namespace: str, name: str) -> tuple[dict[str, Any], Outcome] | None
 def _reconcile_body(body: dict[str, Any]) -> Outcome:
     k = kube()
     try:
-        outcome = reconcile(k, body, CLUSTER_DOMAIN, now_text(), DEFAULT_IMAGES)
+        outcome = reconcile(
+            k,
+            body,
+            CLUSTER_DOMAIN,
+            now_text(),
+            DEFAULT_IMAGES,
+            SECURITY_DEFAULTS,
+            OPERATOR_NAMESPACE,
+            CLAIM_GRACE_S,
+        )
     except SpecProblem as exc:
         _warn(body, "InvalidSpec", str(exc))
         _report_degraded(body, "InvalidSpec", str(exc))

@@ -32,6 +32,10 @@ PLURALS: dict[tuple[str, str], str] = {
     ("rbac.authorization.k8s.io/v1", "Role"): "roles",
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "rolebindings",
     ("msgstore.io/v1alpha1", "MessageStore"): "messagestores",
+    ("batch/v1", "Job"): "jobs",
+    ("v1", "Event"): "events",
+    ("networking.k8s.io/v1", "NetworkPolicy"): "networkpolicies",
+    ("cert-manager.io/v1", "Certificate"): "certificates",
 }
 
 
@@ -91,13 +95,17 @@ class Kube:
             raise
 
     def list(
-        self, api_version: str, kind: str, namespace: str, label_selector: str
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str,
+        label_selector: str = "",
+        field_selector: str = "",
     ) -> list[dict[str, Any]]:
-        result = self._call(
-            "GET",
-            object_path(api_version, kind, namespace),
-            query=[("labelSelector", label_selector)],
-        )
+        query = [("labelSelector", label_selector)] if label_selector else []
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        result = self._call("GET", object_path(api_version, kind, namespace), query=query)
         return list(result.get("items") or [])
 
     def apply(self, obj: dict[str, Any]) -> tuple[dict[str, Any], bool]:

@@ -82,22 +82,87 @@ def pod_name(name: str, ordinal: int) -> str:
     return f"{statefulset_name(name)}-{ordinal}"
 
 
-def node_address(name: str, namespace: str, ordinal: int, port: int, domain: str) -> str:
+def pod_dns_name(name: str, namespace: str, ordinal: int, domain: str) -> str:
     """Stable per-pod DNS name through the headless Service."""
-    host = f"{pod_name(name, ordinal)}.{headless_service_name(name)}.{namespace}.svc.{domain}"
-    return f"http://{host}:{port}"
+    return f"{pod_name(name, ordinal)}.{headless_service_name(name)}.{namespace}.svc.{domain}"
 
 
 def external_service_name(name: str, ordinal: int) -> str:
     return f"{pod_name(name, ordinal)}-external"
 
 
-def external_address(host: str, port: int) -> str:
+def external_address(host: str, port: int, scheme: str = "http") -> str:
     """A node's address for clients outside the cluster (IPv6 literals in brackets)."""
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
-    return f"http://{host}:{port}"
+    return f"{scheme}://{host}:{port}"
 
 
-def service_address(name: str, namespace: str, port: int, domain: str) -> str:
-    return f"http://{client_service_name(name)}.{namespace}.svc.{domain}:{port}"
+def node_address(
+    name: str, namespace: str, ordinal: int, port: int, domain: str, scheme: str = "http"
+) -> str:
+    return f"{scheme}://{pod_dns_name(name, namespace, ordinal, domain)}:{port}"
+
+
+def service_address(name: str, namespace: str, port: int, domain: str, scheme: str = "http") -> str:
+    return f"{scheme}://{client_service_name(name)}.{namespace}.svc.{domain}:{port}"
+
+
+def node_cert_names(name: str, namespace: str, ordinal: int, domain: str) -> list[str]:
+    """DNS names a node's certificate carries: its pod names through the headless Service,
+    the Services (a client may reach any node through them), and localhost."""
+    pod, headless = pod_name(name, ordinal), headless_service_name(name)
+    client = client_service_name(name)
+    return [
+        f"{pod}.{headless}.{namespace}.svc.{domain}",
+        f"{pod}.{headless}.{namespace}.svc",
+        f"{pod}.{headless}.{namespace}",
+        f"{pod}.{headless}",
+        f"{client}.{namespace}.svc.{domain}",
+        f"{client}.{namespace}.svc",
+        f"{client}.{namespace}",
+        client,
+        "localhost",
+    ]
+
+
+# Security children: TLS material, NetworkPolicy, Spark pod templates.
+CLIENT_LABEL = "msgstore.io/client"
+TLS_DIR = "/etc/msgstore/tls"
+CA_DIR = "/etc/msgstore/ca"
+CA_KEY = "ca.crt"
+CA_FILE = f"{CA_DIR}/{CA_KEY}"
+TLS_VOLUME = "tls"
+CA_VOLUME = "ca"
+TMP_VOLUME = "tmp"
+
+
+def ca_secret_name(name: str) -> str:
+    """CA certificate and key (only the operator reads it)."""
+    return f"{name}-ca"
+
+
+def ca_config_map_name(name: str) -> str:
+    """The CA certificate for clients (public)."""
+    return f"{name}-ca"
+
+
+def node_certs_secret_name(name: str) -> str:
+    return f"{name}-node-certs"
+
+
+def certificate_name(name: str) -> str:
+    """cert-manager Certificate (and its Secret is certificate_secret_name)."""
+    return f"{name}-nodes"
+
+
+def certificate_secret_name(name: str) -> str:
+    return f"{name}-nodes-tls"
+
+
+def network_policy_name(name: str) -> str:
+    return f"{name}-nodes"
+
+
+def spark_templates_config_map_name(name: str) -> str:
+    return f"{name}-spark-templates"

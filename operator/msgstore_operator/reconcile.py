@@ -12,12 +12,27 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubernetes.client.rest import ApiException
+
 from . import naming, routing
 from .assignment import AssignmentError, assign_partitions, describe_blockers, effective_replicas
 from .children import Owner, build_token_secret, desired_children
+from .children import tls as tls_children
+from .children.desired import ChildRef
 from .kube import Kube
-from .spec import StoreSpec, parse_spec
-from .status import SCALE_DOWN_BLOCKED, compute_health, set_condition
+from .spec import SecurityDefaults, StoreSpec, parse_spec
+from .status import (
+    CLAIM_GRACE_S,
+    DEGRADED,
+    SCALE_DOWN_BLOCKED,
+    Problem,
+    claim_problems,
+    compaction_problems,
+    compute_health,
+    parse_time,
+    set_condition,
+    statefulset_problems,
+)
 
 
 class SpecProblem(Exception):
@@ -70,6 +85,124 @@ def _check_secrets(kube: Kube, owner: Owner, spec: StoreSpec, outcome: Outcome) 
             raise NotYet(f"Secret {name} named in the spec does not exist in {owner.namespace}")
 
 
+def _ensure_tls(
+    kube: Kube,
+    owner: Owner,
+    spec: StoreSpec,
+    replicas: int,
+    domain: str,
+    now: str,
+    outcome: Outcome,
+) -> list[Problem]:
+    """The CA, the node certificates (issued and renewed here) or the cert-manager
+    Certificate, and the CA ConfigMap for clients. Returns problems to report."""
+    if not spec.tls.enabled:
+        return []
+    moment = parse_time(now)
+    assert moment is not None
+    ns = owner.namespace
+    if spec.tls.issuer_ref is not None:
+        cert = tls_children.build_certificate(owner, spec, replicas, domain)
+        try:
+            _, sent = kube.apply(cert)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            return [
+                Problem(
+                    "Certificate",
+                    cert["metadata"]["name"],
+                    "CertManagerMissing",
+                    "spec.tls.issuerRef names a cert-manager issuer but the cluster has no "
+                    "Certificate resource (cert-manager.io/v1): install cert-manager or remove "
+                    "issuerRef to use the operator's own CA",
+                )
+            ]
+        if sent:
+            outcome.changed.append(f"Certificate/{cert['metadata']['name']}")
+        secret_name = naming.certificate_secret_name(owner.name)
+        ca_pem = tls_children.ca_from_certificate_secret(kube.get("v1", "Secret", ns, secret_name))
+        if ca_pem is None:
+            return [
+                Problem(
+                    "Certificate",
+                    cert["metadata"]["name"],
+                    "CertificateNotReady",
+                    f"waiting for cert-manager to write Secret {secret_name} with ca.crt",
+                )
+            ]
+    else:
+        ca_name = naming.ca_secret_name(owner.name)
+        ca = tls_children.ca_from_secret(kube.get("v1", "Secret", ns, ca_name))
+        if ca is None:
+            fresh = tls_children.new_store_ca(owner, moment)
+            live, created = kube.create_if_missing(tls_children.build_ca_secret(owner, fresh))
+            ca = tls_children.ca_from_secret(live)
+            if ca is None:
+                return [Problem("Secret", ca_name, "InvalidCA", "has no ca.crt and ca.key")]
+            if created:
+                outcome.events.append(
+                    ("info", "CACreated", f"created the store's CA in Secret {ca_name}")
+                )
+        certs_name = naming.node_certs_secret_name(owner.name)
+        live = kube.get("v1", "Secret", ns, certs_name)
+        plan = tls_children.plan_node_certs(
+            owner, spec, replicas, domain, ca, (live or {}).get("data") or {}, moment
+        )
+        if plan.changed or live is None:
+            kube.apply(tls_children.build_node_certs_secret(owner, plan.data))
+            outcome.changed.append(f"Secret/{certs_name}")
+            issued = [f"{pod} ({why})" for pod, why in plan.issued if why != "removed"]
+            if issued:
+                outcome.events.append(
+                    ("info", "CertificatesIssued", "issued node certificates: " + ", ".join(issued))
+                )
+        ca_pem = ca.cert_pem
+    _, sent = kube.apply(tls_children.build_ca_config_map(owner, ca_pem))
+    if sent:
+        outcome.changed.append(f"ConfigMap/{naming.ca_config_map_name(owner.name)}")
+    return []
+
+
+def _observe(
+    kube: Kube, owner: Owner, spec: StoreSpec, now: str, claim_grace_s: float
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[Problem]]:
+    """Read the StatefulSet, pods, claims, events and compaction Jobs; the problems found."""
+    ns, name = owner.namespace, naming.statefulset_name(owner.name)
+    sts = kube.get("apps/v1", "StatefulSet", ns, name)
+    selector = naming.label_selector_string(owner.name)
+    pods = kube.list("v1", "Pod", ns, selector)
+    sts_events = kube.list(
+        "v1",
+        "Event",
+        ns,
+        field_selector=f"involvedObject.kind=StatefulSet,involvedObject.name={name}",
+    )
+    claims = [
+        c
+        for c in kube.list("v1", "PersistentVolumeClaim", ns, selector)
+        if (c.get("metadata") or {}).get("name", "").startswith(f"{naming.DATA_VOLUME}-{name}-")
+    ]
+    claim_events = (
+        kube.list("v1", "Event", ns, field_selector="involvedObject.kind=PersistentVolumeClaim")
+        if any((c.get("status") or {}).get("phase") != "Bound" for c in claims)
+        else []
+    )
+    moment = parse_time(now)
+    assert moment is not None
+    problems = statefulset_problems(sts, sts_events)
+    problems += claim_problems(claims, claim_events, moment, claim_grace_s)
+    if spec.compaction.mode == "spark":
+        jobs = kube.list(
+            "batch/v1",
+            "Job",
+            ns,
+            f"app.kubernetes.io/instance={owner.name},app.kubernetes.io/component=compaction",
+        )
+        problems += compaction_problems(jobs)
+    return sts, pods, problems
+
+
 def _owned_by(obj: Mapping[str, Any], owner: Owner) -> bool:
     refs = (obj.get("metadata") or {}).get("ownerReferences") or []
     return any(ref.get("uid") == owner.uid for ref in refs)
@@ -81,11 +214,15 @@ def reconcile(
     domain: str,
     now: str,
     default_images: tuple[str | None, str | None] = (None, None),
+    defaults: SecurityDefaults | None = None,
+    operator_namespace: str | None = None,
+    claim_grace_s: float = CLAIM_GRACE_S,
 ) -> Outcome:
     """Apply the children of ``body``; ``default_images`` are the node and Spark images used
-    when the spec names none."""
+    when the spec names none, ``defaults`` the operator's TLS/NetworkPolicy/Pod Security
+    defaults, ``operator_namespace`` lets the operator's pods through the NetworkPolicy."""
     owner = _owner(body)
-    spec = parse_spec(body.get("spec"), *default_images)
+    spec = parse_spec(body.get("spec"), *default_images, defaults=defaults)
     generation = int(body["metadata"].get("generation") or 1)
     old_status = dict(body.get("status") or {})
     outcome = Outcome(status={})
@@ -105,13 +242,25 @@ def reconcile(
     doc = routing.with_generation(doc, published)
 
     _check_secrets(kube, owner, spec, outcome)
-    desired = desired_children(owner, spec, replicas, routing.dumps(doc), domain)
+    tls_problems = _ensure_tls(kube, owner, spec, replicas, domain, now, outcome)
+    desired = desired_children(
+        owner, spec, replicas, routing.dumps(doc), domain, operator_namespace
+    )
+    if spec.tls.issuer_ref is None:
+        desired.absent.append(
+            ChildRef("cert-manager.io/v1", "Certificate", naming.certificate_name(owner.name))
+        )
     for obj in desired.objects:
         _, sent = kube.apply(obj)
         if sent:
             outcome.changed.append(f"{obj['kind']}/{obj['metadata']['name']}")
     for ref in desired.absent:
-        live = kube.get(ref.api_version, ref.kind, owner.namespace, ref.name)
+        try:
+            live = kube.get(ref.api_version, ref.kind, owner.namespace, ref.name)
+        except ApiException as exc:  # e.g. no cert-manager: nothing of that kind exists
+            if exc.status in (403, 404):
+                continue
+            raise
         if live is not None and _owned_by(live, owner):
             kube.delete(ref.api_version, ref.kind, owner.namespace, ref.name)
             outcome.changed.append(f"-{ref.kind}/{ref.name}")
@@ -146,9 +295,10 @@ def reconcile(
         conditions = set_condition(
             conditions, SCALE_DOWN_BLOCKED, False, "NotBlocked", "no scale-down is pending", now
         )
-    sts = kube.get("apps/v1", "StatefulSet", owner.namespace, naming.statefulset_name(owner.name))
-    pods = kube.list("v1", "Pod", owner.namespace, naming.label_selector_string(owner.name))
-    health = compute_health(sts, pods, generation, generation, conditions, now)
+    sts, pods, problems = _observe(kube, owner, spec, now, claim_grace_s)
+    problems = tls_problems + problems
+    health = compute_health(sts, pods, generation, generation, conditions, now, problems)
+    _report_new_problems(old_status, health, outcome)
     outcome.status = {
         **health,
         "observedGeneration": generation,
@@ -157,8 +307,35 @@ def reconcile(
         "routingGeneration": doc["generation"],
         "configHash": desired.config_hash,
         "endpoints": {
-            "service": naming.service_address(owner.name, owner.namespace, spec.port, domain),
+            "service": naming.service_address(
+                owner.name, owner.namespace, spec.port, domain, spec.scheme
+            ),
             "nodes": [node["address"] for node in doc["nodes"]],
+        },
+        "security": {
+            "tls": spec.tls.enabled,
+            "caConfigMap": naming.ca_config_map_name(owner.name) if spec.tls.enabled else "",
+            "networkPolicy": spec.network_policy.enabled,
+            "clientLabel": f"{naming.CLIENT_LABEL}={owner.name}",
         },
     }
     return outcome
+
+
+def _report_new_problems(
+    old_status: Mapping[str, Any], health: Mapping[str, Any], outcome: Outcome
+) -> None:
+    """A Warning event whenever Degraded turns true or says something new (a status pass
+    repeats every few seconds; an unchanged problem is not posted again)."""
+
+    def degraded(conditions: Any) -> Mapping[str, Any]:
+        for cond in conditions or []:
+            if cond.get("type") == DEGRADED and cond.get("status") == "True":
+                return cond
+        return {}
+
+    new = degraded(health.get("conditions"))
+    if new and new.get("message") != degraded(old_status.get("conditions")).get("message"):
+        outcome.events.append(
+            ("warning", str(new.get("reason", "Degraded")), str(new.get("message", "")))
+        )

@@ -64,11 +64,11 @@ def _node_entry(
 ) -> dict[str, Any]:
     entry = {
         "id": naming.pod_name(name, ordinal),
-        "address": naming.node_address(name, namespace, ordinal, spec.port, domain),
+        "address": naming.node_address(name, namespace, ordinal, spec.port, domain, spec.scheme),
     }
     port = spec.external.node_port(ordinal)
     if port is not None:
-        entry["external_address"] = naming.external_address(spec.external.host, port)
+        entry["external_address"] = naming.external_address(spec.external.host, port, spec.scheme)
     return entry
 
 

@@ -85,6 +85,42 @@ class AuthSpec:
 
 
 @dataclass(frozen=True)
+class IssuerRef:
+    """A cert-manager Issuer or ClusterIssuer that signs the node certificates."""
+
+    name: str
+    kind: str = "Issuer"
+    group: str = "cert-manager.io"
+
+
+@dataclass(frozen=True)
+class TlsSpec:
+    """HTTPS on the node API: certificates from the operator's own CA, or cert-manager."""
+
+    enabled: bool = True
+    issuer_ref: IssuerRef | None = None
+    certificate_validity_days: int = 90
+
+
+@dataclass(frozen=True)
+class NetworkPolicySpec:
+    """Who may connect to the nodes besides the client-labelled pods and the nodes."""
+
+    enabled: bool = True
+    ingress_from: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class SecurityDefaults:
+    """Operator-wide defaults for what a spec leaves unset (the chart's values set them)."""
+
+    tls: bool = True
+    network_policy: bool = True
+    restricted_pods: bool = True
+    certificate_validity_days: int = 90
+
+
+@dataclass(frozen=True)
 class PodTemplateSpec:
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
@@ -115,6 +151,14 @@ class StoreSpec:
     compaction: CompactionSpec = field(default_factory=CompactionSpec)
     auth: AuthSpec = field(default_factory=AuthSpec)
     pod_template: PodTemplateSpec = field(default_factory=PodTemplateSpec)
+    tls: TlsSpec = field(default_factory=TlsSpec)
+    network_policy: NetworkPolicySpec = field(default_factory=NetworkPolicySpec)
+    # Pods comply with Pod Security "restricted" (off only for development images).
+    restricted_pods: bool = True
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls.enabled else "http"
 
     def topic_retention_hours(self, topic: TopicSpec) -> float:
         return float(
@@ -137,6 +181,7 @@ def parse_spec(
     raw: Mapping[str, Any] | None,
     default_image: str | None = None,
     default_spark_image: str | None = None,
+    defaults: SecurityDefaults | None = None,
 ) -> StoreSpec:
     """Typed spec from the resource's ``spec`` (missing fields get the CRD's defaults).
 
@@ -154,6 +199,10 @@ def parse_spec(
     spark = compaction.get("spark") or {}
     auth = raw.get("auth") or {}
     pod = raw.get("podTemplate") or {}
+    tls = raw.get("tls") or {}
+    netpol = raw.get("networkPolicy") or {}
+    issuer = tls.get("issuerRef") or None
+    sec = defaults or SecurityDefaults()
     ds, dsp = d.storage, SparkSpec(image=default_spark_image or DEFAULT_SPARK_IMAGE)
     return StoreSpec(
         replicas=int(_get(raw, "replicas", d.replicas)),
@@ -232,4 +281,24 @@ def parse_spec(
             affinity=pod.get("affinity"),
             priority_class_name=pod.get("priorityClassName"),
         ),
+        tls=TlsSpec(
+            enabled=bool(_get(tls, "enabled", sec.tls)),
+            issuer_ref=(
+                IssuerRef(
+                    name=str(issuer["name"]),
+                    kind=str(_get(issuer, "kind", "Issuer")),
+                    group=str(_get(issuer, "group", "cert-manager.io")),
+                )
+                if issuer
+                else None
+            ),
+            certificate_validity_days=int(
+                _get(tls, "certificateValidityDays", sec.certificate_validity_days)
+            ),
+        ),
+        network_policy=NetworkPolicySpec(
+            enabled=bool(_get(netpol, "enabled", sec.network_policy)),
+            ingress_from=tuple(netpol.get("ingressFrom") or ()),
+        ),
+        restricted_pods=sec.restricted_pods,
     )

@@ -7,9 +7,12 @@ Spark's Kafka connector:
 read   endpoints, topic | topics, startingOffsets, endingOffsets, startingTimestamp,
        endingTimestamp, startingOffsetsByTimestamp, endingOffsetsByTimestamp,
        maxRecordsPerPartition, maxOffsetsPerTrigger (streams), failOnDataLoss, fetchSize,
-       tag, token, timeoutSeconds
+       tag, token, ca, timeoutSeconds
 write  endpoints, topic, partitions (create the topic when absent), compression,
-       batchSize, maxBatchBytes, summaryPath, token, timeoutSeconds
+       batchSize, maxBatchBytes, summaryPath, token, ca, timeoutSeconds
+
+``ca`` (or env MSGSTORE_CA) names the CA certificate file that the nodes' HTTPS
+certificates must verify against; with it every endpoint must be https.
 """
 
 from __future__ import annotations

@@ -11,7 +11,13 @@ from storage_node.errors import Unavailable, UnknownTopic
 
 
 def connect(conn: ConnectionOptions, producer_id: str | None = None) -> Client:
-    return Client(conn.endpoints, token=conn.token, timeout=conn.timeout_s, producer_id=producer_id)
+    return Client(
+        conn.endpoints,
+        token=conn.token,
+        timeout=conn.timeout_s,
+        producer_id=producer_id,
+        ca=conn.ca or "",
+    )
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from storage_node.client import Forbidden, Unauthenticated
+from storage_node.client import Forbidden, TlsError, Unauthenticated
 from storage_node.errors import InvalidArgument, MsgStoreError, Unavailable, UnknownTopic
 
 
@@ -40,6 +40,10 @@ def explained(endpoints: list[str], topic: str | None = None) -> Iterator[None]:
         raise type(err)(
             f"msgstore refused the request ({err.code}): {err.message}; "
             "check the 'token' option (or MSGSTORE_TOKEN)"
+        ) from None
+    except TlsError as err:
+        raise TlsError(
+            f"msgstore TLS failed: {err.message}; check the 'ca' option (or MSGSTORE_CA)"
         ) from None
     except UnknownTopic as err:
         name = topic or "?"

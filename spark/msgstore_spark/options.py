@@ -57,7 +57,7 @@ def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
     raise OptionError(name, f"must be true or false, got {raw!r}")
 
 
-def parse_endpoints(raw: str | None) -> list[str]:
+def parse_endpoints(raw: str | None, scheme: str = "http") -> list[str]:
     if raw is None:
         raise OptionError(
             "endpoints", "is required: comma-separated node URLs like http://host:port"
@@ -68,7 +68,7 @@ def parse_endpoints(raw: str | None) -> list[str]:
         if not part:
             continue
         if "://" not in part:
-            part = f"http://{part}"
+            part = f"{scheme}://{part}"
         if not re.match(r"^https?://[^/\s]+$", part):
             raise OptionError("endpoints", f"{part!r} is not a node URL like http://host:port")
         out.append(part)
@@ -156,6 +156,9 @@ class ConnectionOptions:
     endpoints: list[str]
     token: str | None
     timeout_s: float
+    # CA certificate file the nodes' TLS certificates must verify against (the same path on
+    # the driver and every executor, e.g. the mounted <store>-ca ConfigMap).
+    ca: str | None = None
 
 
 @dataclass(frozen=True)
@@ -185,10 +188,22 @@ class WriteOptions:
 
 
 def connection_options(options: Mapping[str, str]) -> ConnectionOptions:
-    endpoints = parse_endpoints(_get(options, "endpoints", "endpoint"))
+    ca = _get(options, "ca") or os.environ.get("MSGSTORE_CA") or None
+    # A bare host:port means https when a CA is set.
+    endpoints = parse_endpoints(_get(options, "endpoints", "endpoint"), "https" if ca else "http")
     token = _get(options, "token") or os.environ.get("MSGSTORE_TOKEN") or None
     timeout = _int(options, "timeoutSeconds", 60, 1, 3600)
-    return ConnectionOptions(endpoints, token, float(timeout))
+    if ca is not None:
+        if not os.path.isfile(ca):
+            raise OptionError("ca", f"CA file {ca!r} does not exist (option 'ca' or MSGSTORE_CA)")
+        plain = [e for e in endpoints if e.startswith("http://")]
+        if plain:
+            raise OptionError(
+                "endpoints",
+                f"{plain[0]!r} is plain http but a CA is set: use https:// so the token "
+                "is never sent in clear",
+            )
+    return ConnectionOptions(endpoints, token, float(timeout), ca)
 
 
 def read_options(options: Mapping[str, str], streaming: bool) -> ReadOptions:

@@ -7,8 +7,16 @@ fetch pages in the binary read framing as numpy columns (``ReadColumns``).
 """
 
 from storage_node.client.async_client import AsyncClient
-from storage_node.client.common import Forbidden, OutMessage, Unauthenticated
+from storage_node.client.common import Forbidden, OutMessage, TlsError, Unauthenticated
 from storage_node.client.sync_client import Client
 from storage_node.server.batch_codec import ReadColumns
 
-__all__ = ["AsyncClient", "Client", "Forbidden", "OutMessage", "ReadColumns", "Unauthenticated"]
+__all__ = [
+    "AsyncClient",
+    "Client",
+    "Forbidden",
+    "OutMessage",
+    "ReadColumns",
+    "TlsError",
+    "Unauthenticated",
+]

@@ -15,7 +15,9 @@ from storage_node.client.common import (
     RoutingCache,
     SequenceSource,
     SubBatch,
+    TlsError,
     auth_headers,
+    check_scheme,
     columns_from_answer,
     encode_sub_batch,
     error_from_response,
@@ -26,11 +28,13 @@ from storage_node.client.common import (
     read_params,
     read_path,
     redirect_target,
+    resolve_ca,
     results_from_answer,
     to_out_message,
 )
 from storage_node.errors import MsgStoreError, NotOwner, Unavailable
 from storage_node.server.batch_codec import ReadColumns
+from storage_node.tls import client_context
 
 
 class AsyncClient:
@@ -45,8 +49,11 @@ class AsyncClient:
         max_retries: int = 8,
         binary: bool = True,
         listener: str = "auto",
+        ca: str | None = None,
     ) -> None:
-        self.endpoints = normalize_endpoints(endpoint)
+        # ca: as for Client (default env MSGSTORE_CA); with one, every address must be https.
+        self.ca = resolve_ca(ca)
+        self.endpoints = normalize_endpoints(endpoint, tls=self.ca is not None)
         self.token = token
         self.timeout = aiohttp.ClientTimeout(total=timeout)
         self.max_retries = max_retries
@@ -73,7 +80,9 @@ class AsyncClient:
     def _client_session(self) -> aiohttp.ClientSession:
         if self._session is None:
             self._session = aiohttp.ClientSession(
-                timeout=self.timeout, headers=auth_headers(self.token)
+                timeout=self.timeout,
+                headers=auth_headers(self.token),
+                connector=aiohttp.TCPConnector(ssl=client_context(self.ca)),
             )
         return self._session
 
@@ -91,6 +100,7 @@ class AsyncClient:
         raw: bool = False,
     ) -> Any:
         """One HTTP call; ``raw`` answers (content type, body bytes) instead of parsed JSON."""
+        check_scheme(address, self.ca is not None)
         hdrs = dict(headers or {})
         if content_type:
             hdrs["Content-Type"] = content_type
@@ -108,6 +118,8 @@ class AsyncClient:
                 if raw:
                     return resp.headers.get("Content-Type"), await resp.read()
                 return await resp.json(content_type=None)
+        except aiohttp.ClientSSLError as exc:
+            raise TlsError(f"TLS with {address} failed: {exc}", address=address) from None
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise Unavailable(f"cannot reach {address}: {exc}", address=address) from None
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import itertools
+import os
 import threading
 import uuid
 from collections.abc import Iterable, Mapping
@@ -65,17 +66,52 @@ def error_from_response(status: int, body: Any) -> MsgStoreError:
     return cls(message, **details)
 
 
-def normalize_endpoints(endpoint: str | Iterable[str]) -> list[str]:
+class TlsError(MsgStoreError):
+    """The TLS handshake failed (most often: the node's certificate does not verify against
+    the CA given to the client). Not retried: another attempt would fail the same way."""
+
+    code = "tls_error"
+    status = 495
+
+
+CA_ENV = "MSGSTORE_CA"
+
+
+def resolve_ca(ca: str | None) -> str | None:
+    """The CA bundle file a client verifies nodes with: ``ca``, else env MSGSTORE_CA.
+
+    None means "no cluster CA": plain http addresses work, https ones are verified against
+    the system's trust store.
+    """
+    value = ca if ca is not None else os.environ.get(CA_ENV) or None
+    if value and not os.path.isfile(value):
+        raise InvalidArgument(f"CA file {value} does not exist (option ca / {CA_ENV})")
+    return value or None
+
+
+def normalize_endpoints(endpoint: str | Iterable[str], tls: bool = False) -> list[str]:
+    """Full base URLs; a bare host:port gets https:// when a CA is configured."""
     endpoints = [endpoint] if isinstance(endpoint, str) else list(endpoint)
     out = []
+    scheme = "https" if tls else "http"
     for e in endpoints:
         e = e.strip().rstrip("/")
         if not e:
             continue
-        out.append(e if "://" in e else f"http://{e}")
+        out.append(e if "://" in e else f"{scheme}://{e}")
     if not out:
         raise InvalidArgument("at least one endpoint is needed")
     return out
+
+
+def check_scheme(address: str, tls: bool) -> None:
+    """With a CA configured every node must be reached over https: a plain http address
+    (a stale endpoint, a mistyped URL) would send the token in clear."""
+    if tls and not address.startswith("https://"):
+        raise TlsError(
+            f"{address} is not an https address but a CA is configured; refusing to send "
+            "requests (and the token) in clear"
+        )
 
 
 def auth_headers(token: str | None) -> dict[str, str]:

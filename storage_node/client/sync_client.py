@@ -17,7 +17,9 @@ from storage_node.client.common import (
     RoutingCache,
     SequenceSource,
     SubBatch,
+    TlsError,
     auth_headers,
+    check_scheme,
     columns_from_answer,
     encode_sub_batch,
     error_from_response,
@@ -28,6 +30,7 @@ from storage_node.client.common import (
     read_params,
     read_path,
     redirect_target,
+    resolve_ca,
     results_from_answer,
     to_out_message,
 )
@@ -60,8 +63,12 @@ class Client:
         max_retries: int = 8,
         binary: bool = True,
         listener: str = "auto",
+        ca: str | None = None,
     ) -> None:
-        self.endpoints = normalize_endpoints(endpoint)
+        # ca: CA bundle (PEM file) that node certificates must verify against; default env
+        # MSGSTORE_CA. With one, every address must be https.
+        self.ca = resolve_ca(ca)
+        self.endpoints = normalize_endpoints(endpoint, tls=self.ca is not None)
         self.token = token
         self.timeout = timeout
         self.max_retries = max_retries
@@ -98,6 +105,7 @@ class Client:
         headers: dict[str, str] | None = None,
     ) -> Any:
         """One HTTP call; raises the server's typed error, Unavailable when unreachable."""
+        check_scheme(address, self.ca is not None)
         hdrs = dict(headers or {})
         if content_type:
             hdrs["Content-Type"] = content_type
@@ -110,7 +118,11 @@ class Client:
                 params={k: v for k, v in (params or {}).items() if v is not None},
                 headers=hdrs,
                 timeout=self.timeout,
+                # Per request: requests lets REQUESTS_CA_BUNDLE override a session's verify.
+                verify=self.ca or True,
             )
+        except requests.exceptions.SSLError as exc:
+            raise TlsError(f"TLS with {address} failed: {exc}", address=address) from None
         except requests.RequestException as exc:
             raise Unavailable(f"cannot reach {address}: {exc}", address=address) from None
         if resp.status_code >= 400:

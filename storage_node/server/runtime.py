@@ -20,6 +20,7 @@ import numpy as np
 from storage_node.errors import DiskFull, MsgStoreError, Unavailable
 from storage_node.server.routing_state import RoutingState
 from storage_node.server.settings import NodeSettings
+from storage_node.tls import client_context
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -143,10 +144,16 @@ class NodeRuntime:
 
         Raises Unavailable when the peer cannot answer, so callers can report it."""
         if self.peer_session is None:
+            # Peers are verified against the cluster's CA (https addresses only).
+            ssl_ctx = client_context(self.settings.tls_ca or None)
             self.peer_session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=self.settings.peer_timeout_s)
+                timeout=aiohttp.ClientTimeout(total=self.settings.peer_timeout_s),
+                connector=aiohttp.TCPConnector(ssl=ssl_ctx),
             )
         headers = {}
+        if self.settings.tls_cert and self.settings.token and not address.startswith("https://"):
+            # A node that serves HTTPS never sends its token over plain HTTP.
+            raise Unavailable(f"node {address} is not an https address; the token stays here")
         if self.settings.token:
             headers["Authorization"] = f"Bearer {self.settings.token}"
         try:

@@ -17,6 +17,7 @@ from storage_node.server.app import create_app
 from storage_node.server.app_keys import METRICS
 from storage_node.server.runtime import NodeRuntime
 from storage_node.server.settings import NodeSettings, build_store_config
+from storage_node.tls import ReloadingServerContext
 
 log = logging.getLogger("msgstore.node")
 
@@ -34,6 +35,16 @@ async def _routing_watch(runtime: NodeRuntime, app: web.Application) -> None:
             log.exception("routing reload failed")
 
 
+async def _tls_watch(runtime: NodeRuntime, tls: ReloadingServerContext) -> None:
+    """Reload the certificate files when they change (new connections get the new one)."""
+    while True:
+        await asyncio.sleep(runtime.settings.tls_reload_s)
+        try:
+            tls.check()
+        except Exception:  # noqa: BLE001 - the watcher must survive anything
+            log.exception("TLS reload failed")
+
+
 def _open_store(runtime: NodeRuntime) -> None:
     from storage_node.store import Store
 
@@ -49,15 +60,29 @@ async def serve(settings: NodeSettings) -> int:
     app = create_app(runtime)
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=30)
     await runner.setup()
-    site = web.TCPSite(runner, settings.host, settings.port, reuse_address=True)
+    tls = ReloadingServerContext(settings.tls_cert, settings.tls_key) if settings.tls_cert else None
+    site = web.TCPSite(
+        runner,
+        settings.host,
+        settings.port,
+        reuse_address=True,
+        ssl_context=tls.context if tls else None,
+    )
     await site.start()
-    log.info("node %s listening on %s:%d", settings.node_id, settings.host, settings.port)
+    log.info(
+        "node %s listening on %s://%s:%d",
+        settings.node_id,
+        "https" if tls else "http",
+        settings.host,
+        settings.port,
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     open_task = loop.run_in_executor(None, _open_store, runtime)
     watcher = asyncio.create_task(_routing_watch(runtime, app))
+    tls_watcher = asyncio.create_task(_tls_watch(runtime, tls)) if tls else None
     exit_code = 0
     stop_task = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait({open_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
@@ -73,9 +98,11 @@ async def serve(settings: NodeSettings) -> int:
     await stop.wait()
     log.info("stopping: draining requests")
     runtime.draining = True
-    watcher.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await watcher
+    for task in (watcher, tls_watcher):
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
     await runner.cleanup()
     if not open_task.done():
         with contextlib.suppress(Exception):

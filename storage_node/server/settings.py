@@ -42,13 +42,20 @@ class NodeSettings:
     min_free_bytes: int = 64 * 1024 * 1024
     read_threads: int = 4
     peer_timeout_s: float = 5.0
+    # HTTPS: serve with this certificate and key (PEM files, reloaded when they change);
+    # tls_ca is the CA bundle used to verify other nodes (the system's when empty).
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_ca: str = ""
+    tls_reload_s: float = 5.0
     log_level: str = "INFO"
     store: dict[str, Any] = field(default_factory=dict)
 
     @property
     def address(self) -> str:
         """The base URL others use to reach this node."""
-        return (self.advertise_address or f"http://{self.host}:{self.port}").rstrip("/")
+        scheme = "https" if self.tls_cert else "http"
+        return (self.advertise_address or f"{scheme}://{self.host}:{self.port}").rstrip("/")
 
 
 def _field_types(cls: type) -> dict[str, Any]:
@@ -142,6 +149,18 @@ def resolve_settings(
         raise InvalidArgument("a data directory is required (--data-dir or MSGSTORE_DATA_DIR)")
     if not 0 <= settings.port <= 65535:
         raise InvalidArgument(f"port {settings.port} is out of range")
+    if bool(settings.tls_cert) != bool(settings.tls_key):
+        raise InvalidArgument("TLS needs both a certificate and a key (--tls-cert and --tls-key)")
+    for what, path in (("certificate", settings.tls_cert), ("key", settings.tls_key)):
+        if path and not os.path.isfile(path):
+            raise InvalidArgument(f"TLS {what} file {path} does not exist")
+    if settings.tls_cert and settings.advertise_address.startswith("http://"):
+        raise InvalidArgument(
+            f"the node serves HTTPS but advertises {settings.advertise_address}; "
+            "advertise an https:// address"
+        )
+    if settings.tls_reload_s <= 0:
+        raise InvalidArgument("tls_reload_s must be positive")
     return settings
 
 

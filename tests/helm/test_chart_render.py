@@ -50,8 +50,20 @@ OPERATOR_GRANTS: dict[tuple[str, str, str], str] = {
     ("rbac.authorization.k8s.io", "rolebindings", "patch"): "server-side apply of the binding",
     ("rbac.authorization.k8s.io", "rolebindings", "delete"): "remove it when mode leaves spark",
     ("", "secrets", "get"): "check that Secrets named in the spec exist; find the token",
-    ("", "secrets", "create"): "generate the node API token once (never updated)",
-    ("", "pods", "list"): "count ready node pods for status",
+    ("", "secrets", "create"): "generate the node API token and the CA once (never updated)",
+    ("", "secrets", "patch"): "apply the node certificates Secret when one is issued or renewed",
+    ("", "pods", "list"): "count ready node pods and find their problems for status",
+    ("", "persistentvolumeclaims", "list"): "status: claims stuck Pending, naming their class",
+    ("batch", "jobs", "list"): "status: did the last compaction Job fail",
+    ("", "events", "list"): "status: the StatefulSet's FailedCreate, the claims' events",
+    ("networking.k8s.io", "networkpolicies", "get"): "compare the applied hash",
+    ("networking.k8s.io", "networkpolicies", "create"): "server-side apply creates the policy",
+    ("networking.k8s.io", "networkpolicies", "patch"): "server-side apply of the nodes' policy",
+    ("networking.k8s.io", "networkpolicies", "delete"): "remove it when networkPolicy is off",
+    ("cert-manager.io", "certificates", "get"): "compare the applied hash of the Certificate",
+    ("cert-manager.io", "certificates", "create"): "node certificate from a named issuer",
+    ("cert-manager.io", "certificates", "patch"): "server-side apply of the Certificate",
+    ("cert-manager.io", "certificates", "delete"): "remove it when issuerRef is unset",
     ("", "events", "create"): "post Events on MessageStores",
     ("", "events", "patch"): "kopf aggregates repeated Events",
     ("events.k8s.io", "events", "create"): "post Events through the events.k8s.io API",
@@ -63,6 +75,9 @@ SPARK_GRANTABLE = {
     ("", resource, verb): "held only to grant it to the Spark driver's Role"
     for resource in ("pods", "services", "configmaps", "persistentvolumeclaims")
     for verb in ("create", "get", "list", "watch", "patch", "update", "delete", "deletecollection")
+} | {
+    ("networking.k8s.io", "networkpolicies", verb): "Spark 4 guards its executors with one"
+    for verb in ("create", "get", "list", "watch", "patch", "update", "delete")
 }
 
 
@@ -226,7 +241,6 @@ def test_never_granted():
     }
     assert {v for (_g, _r, v) in cluster_scoped} == {"list", "watch"}
     assert ("", "secrets", "list") not in everything
-    assert ("", "secrets", "patch") not in everything
     assert ("", "secrets", "delete") not in everything
     assert ("rbac.authorization.k8s.io", "roles", "escalate") not in everything
     assert ("rbac.authorization.k8s.io", "roles", "bind") not in everything
@@ -307,6 +321,10 @@ def test_optional_messagestore_from_values(render):
         ({"operator.livenessPort": "80"}, "/operator/livenessPort"),
         ({"spark.namespaces": "{a,a}"}, "/spark/namespaces"),
         ({"serviceAccount.create": "false"}, "serviceAccount.name is required"),
+        ({"tls.enabled": "maybe"}, "/tls/enabled"),
+        ({"tls.certificateValidityDays": "0"}, "/tls/certificateValidityDays"),
+        ({"networkPolicy.enable": "false"}, "additional properties 'enable' not allowed"),
+        ({"podSecurity.restricted": "no"}, "/podSecurity/restricted"),
     ],
 )
 def test_bad_values_fail_with_a_clear_message(helm_bin, values, message):
@@ -335,3 +353,58 @@ def test_chart_package_contains_the_crd(helm_bin, tmp_path: Path):
     assert "msgstore/crds/messagestore.yaml" in names
     assert "msgstore/values.schema.json" in names
     assert "msgstore/templates/NOTES.txt" in names
+
+
+def test_operator_pod_is_restricted_and_gets_the_security_defaults(render):
+    from storage_node.pod_security import restricted_violations
+
+    dep = one(render(), "Deployment")
+    pod = dep["spec"]["template"]["spec"]
+    assert restricted_violations(pod) == []
+    env = {e["name"]: e for e in pod["containers"][0]["env"]}
+    assert env["MSGSTORE_OPERATOR_TLS"]["value"] == "true"
+    assert env["MSGSTORE_OPERATOR_NETWORK_POLICY"]["value"] == "true"
+    assert env["MSGSTORE_OPERATOR_RESTRICTED_PODS"]["value"] == "true"
+    assert env["MSGSTORE_OPERATOR_CERT_VALIDITY_DAYS"]["value"] == "90"
+    assert env["MSGSTORE_OPERATOR_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == (
+        "metadata.namespace"
+    )
+    off = one(
+        render(
+            {
+                "tls.enabled": "false",
+                "networkPolicy.enabled": "false",
+                "podSecurity.restricted": "false",
+                "tls.certificateValidityDays": "30",
+            }
+        ),
+        "Deployment",
+    )
+    env = {
+        e["name"]: e.get("value") for e in off["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["MSGSTORE_OPERATOR_TLS"] == "false"
+    assert env["MSGSTORE_OPERATOR_NETWORK_POLICY"] == "false"
+    assert env["MSGSTORE_OPERATOR_RESTRICTED_PODS"] == "false"
+    assert env["MSGSTORE_OPERATOR_CERT_VALIDITY_DAYS"] == "30"
+
+
+def test_operator_reads_the_values_it_is_given():
+    """The env names the chart sets are the ones the operator reads."""
+    from msgstore_operator.handlers import security_defaults_from_env
+
+    d = security_defaults_from_env(
+        {
+            "MSGSTORE_OPERATOR_TLS": "false",
+            "MSGSTORE_OPERATOR_NETWORK_POLICY": "false",
+            "MSGSTORE_OPERATOR_RESTRICTED_PODS": "false",
+            "MSGSTORE_OPERATOR_CERT_VALIDITY_DAYS": "30",
+        }
+    )
+    assert (d.tls, d.network_policy, d.restricted_pods) == (False, False, False)
+    assert d.certificate_validity_days == 30
+    assert security_defaults_from_env({}).tls is True
+    with pytest.raises(SystemExit, match="MSGSTORE_OPERATOR_TLS"):
+        security_defaults_from_env({"MSGSTORE_OPERATOR_TLS": "maybe"})
+    with pytest.raises(SystemExit, match="VALIDITY_DAYS"):
+        security_defaults_from_env({"MSGSTORE_OPERATOR_CERT_VALIDITY_DAYS": "0"})

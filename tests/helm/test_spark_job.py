@@ -92,7 +92,7 @@ def test_cli_renders_a_cluster_mode_ingest_job_as_yaml():
     job_at = args.index(f"{JOBS_DIR}/ingest.py")
     assert args[job_at + 1 :] == [
         "--endpoint",
-        "http://orders.shop.svc.cluster.local:8080",
+        "https://orders.shop.svc.cluster.local:8080",
         "--topic",
         "orders",
         "--input",
@@ -185,3 +185,43 @@ def test_request_cores_go_to_the_pods_and_default_to_the_cores():
     )
     conf = conf_of(json.loads(plain.stdout)["spec"]["template"]["spec"]["containers"][0]["args"])
     assert not any(key.endswith("request.cores") for key in conf)
+
+
+def test_ingest_job_reaches_the_store_over_tls_unless_told_otherwise():
+    from storage_node.spark_job import IngestRequest, build_ingest_job
+
+    req = IngestRequest(store="orders", namespace="shop", topic="orders", input="/data")
+    pod = build_ingest_job(req)["spec"]["template"]["spec"]
+    args = pod["containers"][0]["args"]
+    assert "https://orders.shop.svc.cluster.local:8080" in args
+    assert "spark.kubernetes.driverEnv.MSGSTORE_CA=/etc/msgstore/ca/ca.crt" in args
+    assert "spark.kubernetes.driver.label.msgstore.io/client=orders" in args
+    assert pod["volumes"] == [
+        {"name": "pod-templates", "configMap": {"name": "orders-spark-templates"}}
+    ]
+    plain = build_ingest_job(
+        IngestRequest(store="orders", namespace="shop", topic="orders", input="/data", tls=False)
+    )["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "http://orders.shop.svc.cluster.local:8080" in plain
+    assert not any("MSGSTORE_CA" in a for a in plain)
+
+
+def test_cli_no_tls_flag():
+    proc = msgstore(
+        "spark-job",
+        "ingest",
+        "--store",
+        "orders",
+        "--namespace",
+        "shop",
+        "--topic",
+        "t",
+        "--input",
+        "/data",
+        "--no-tls",
+        "-o",
+        "json",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "http://orders.shop.svc.cluster.local:8080" in proc.stdout
+    assert "MSGSTORE_CA" not in proc.stdout

@@ -41,8 +41,15 @@ def remove_crd(cluster: K8sCluster) -> None:
 class OperatorProcess:
     """`kopf run -m msgstore_operator` watching one namespace, logging to a file."""
 
-    def __init__(self, cluster: K8sCluster, namespace: str, log_path: Path) -> None:
+    def __init__(
+        self,
+        cluster: K8sCluster,
+        namespace: str,
+        log_path: Path,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
         self.cluster = cluster
+        self.extra_env = dict(extra_env or {})
         self.namespace = namespace
         self.log_path = log_path
         self.proc: subprocess.Popen[bytes] | None = None
@@ -54,6 +61,7 @@ class OperatorProcess:
         env = dict(self.cluster.env)
         env["MSGSTORE_OPERATOR_INTERVAL_S"] = STATUS_INTERVAL_S
         env["PYTHONUNBUFFERED"] = "1"
+        env.update(self.extra_env)
         log = open(self.log_path, "ab")  # noqa: SIM115 (closed by the child's exit)
         self.proc = subprocess.Popen(
             [

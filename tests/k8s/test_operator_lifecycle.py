@@ -76,7 +76,7 @@ def test_store_yields_children_and_turns_ready(k8s_cluster, ns, operator):
         "app.kubernetes.io/component=node,app.kubernetes.io/instance=demo,"
         "app.kubernetes.io/name=msgstore"
     )
-    assert status["endpoints"]["service"] == f"http://demo.{ns}.svc.cluster.local:8080"
+    assert status["endpoints"]["service"] == f"https://demo.{ns}.svc.cluster.local:8080"
     assert len(status["endpoints"]["nodes"]) == 3
     uid = ms["metadata"]["uid"]
 

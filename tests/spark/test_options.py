@@ -126,3 +126,20 @@ def test_read_page_to_arrow_keeps_binary_values():
     assert rows[0]["value"] == b"hi" and rows[1]["value"] == b"\x00\xff"
     assert [r["offset"] for r in rows] == [3, 4]
     assert rows[1]["timestamp"].timestamp() == 2.0
+
+
+def test_ca_option_and_environment(tmp_path, monkeypatch):
+    monkeypatch.delenv("MSGSTORE_CA", raising=False)
+    assert read_options(BASE, streaming=False).conn.ca is None
+    ca = tmp_path / "ca.crt"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    tls = {"endpoints": "https://n0:8080,n1:8080", "topic": "orders", "ca": str(ca)}
+    conn = read_options(tls, streaming=False).conn
+    assert conn.ca == str(ca)
+    with pytest.raises(OptionError, match="'endpoints'.*plain http but a CA is set"):
+        read_options({**BASE, "ca": str(ca)}, streaming=False)
+    with pytest.raises(OptionError, match="option 'ca'.*does not exist"):
+        read_options({**tls, "ca": str(tmp_path / "missing.crt")}, streaming=False)
+    monkeypatch.setenv("MSGSTORE_CA", str(ca))
+    assert write_options({**tls, "ca": ""}).conn.ca == str(ca)
+    assert conn.endpoints == ["https://n0:8080", "https://n1:8080"]

@@ -10,6 +10,7 @@ from ..settings import config_hash, node_settings
 from ..spec import StoreSpec
 from .config import build_config_map, build_routing_config_map
 from .meta import Owner
+from .network import build_network_policy
 from .policy import build_pdb
 from .services import build_client_service, build_external_service, build_headless_service
 from .spark import (
@@ -17,6 +18,7 @@ from .spark import (
     build_spark_role,
     build_spark_role_binding,
     build_spark_service_account,
+    build_spark_templates_config_map,
 )
 from .statefulset import build_statefulset
 
@@ -84,18 +86,36 @@ def external_children(
 
 
 def desired_children(
-    owner: Owner, spec: StoreSpec, replicas: int, routing_text: str, domain: str
+    owner: Owner,
+    spec: StoreSpec,
+    replicas: int,
+    routing_text: str,
+    domain: str,
+    operator_namespace: str | None = None,
 ) -> DesiredState:
-    """Children in the order they should be applied (config before the pods that read it)."""
+    """Children in the order they should be applied (config before the pods that read it).
+
+    TLS material (CA, node certificates, a cert-manager Certificate) depends on live state
+    and is applied by ``reconcile`` before these."""
     settings = node_settings(spec)
     digest = config_hash(settings)
     token = token_secret_for(owner, spec)
-    endpoint = naming.service_address(owner.name, owner.namespace, spec.port, domain)
+    endpoint = naming.service_address(owner.name, owner.namespace, spec.port, domain, spec.scheme)
+    absent: list[ChildRef] = []
     objects = [
         build_config_map(owner, settings),
         build_routing_config_map(owner, routing_text),
+        build_spark_templates_config_map(owner, spec),
         build_headless_service(owner, spec),
         build_client_service(owner, spec),
+    ]
+    netpol = naming.network_policy_name(owner.name)
+    if spec.network_policy.enabled:
+        # Before the pods: a node never runs unprotected.
+        objects.append(build_network_policy(owner, spec, operator_namespace))
+    else:
+        absent.append(ChildRef("networking.k8s.io/v1", "NetworkPolicy", netpol))
+    objects += [
         build_statefulset(owner, spec, replicas, digest, token, domain),
         build_pdb(owner),
     ]

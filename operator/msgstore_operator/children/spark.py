@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from storage_node.spark_job import SparkResources, SparkSubmit, build_spark_job
+from storage_node.spark_job import (
+    SPARK_CA_FILE,
+    SparkResources,
+    SparkSubmit,
+    build_spark_job,
+    spark_templates_data,
+)
 
 from .. import naming
 from ..spec import StoreSpec
@@ -28,6 +34,12 @@ SPARK_RULES: list[dict[str, Any]] = [
             "delete",
             "deletecollection",
         ],
+    },
+    # Spark 4 on Kubernetes puts a NetworkPolicy around its executors.
+    {
+        "apiGroups": ["networking.k8s.io"],
+        "resources": ["networkpolicies"],
+        "verbs": ["create", "get", "list", "watch", "patch", "update", "delete"],
     },
 ]
 
@@ -83,7 +95,10 @@ def compaction_submit(
         ),
         token_secret=token_secret if spec.auth.enabled else None,
         token_key=spec.auth.token_key,
-        labels=(("app.kubernetes.io/instance", owner.name),),
+        # The client label lets driver and executors through the store's NetworkPolicy.
+        labels=(("app.kubernetes.io/instance", owner.name), (naming.CLIENT_LABEL, owner.name)),
+        pod_templates=naming.spark_templates_config_map_name(owner.name),
+        ca_file=SPARK_CA_FILE if spec.tls.enabled else None,
     )
 
 
@@ -110,4 +125,16 @@ def build_compaction_cronjob(
             "failedJobsHistoryLimit": 3,
             "jobTemplate": {"metadata": {"labels": labels}, "spec": job["spec"]},
         },
+    }
+
+
+def build_spark_templates_config_map(owner: Owner, spec: StoreSpec) -> dict[str, Any]:
+    """Driver and executor pod templates of the store's Spark jobs (compaction and ingest):
+    Pod Security "restricted", and the CA ConfigMap mounted when the store serves TLS."""
+    ca = naming.ca_config_map_name(owner.name) if spec.tls.enabled else None
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": object_meta(owner, naming.spark_templates_config_map_name(owner.name), "spark"),
+        "data": spark_templates_data(ca),
     }

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from storage_node.pod_security import (
+    NODE_UID,
+    container_security_context,
+    pod_security_context,
+)
+
 from .. import naming
 from ..spec import StoreSpec
 from .meta import Owner, object_meta
@@ -24,9 +30,20 @@ def _env(
         {"name": "MSGSTORE_NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {
             "name": "MSGSTORE_ADVERTISE_ADDRESS",
-            "value": f"http://{host}.svc.{domain}:{spec.port}",
+            "value": f"{spec.scheme}://{host}.svc.{domain}:{spec.port}",
         },
     ]
+    if spec.tls.enabled:
+        if spec.tls.issuer_ref is None:  # the operator's per-node certificates
+            cert = f"{naming.TLS_DIR}/$(MSGSTORE_NODE_ID).crt"
+            key = f"{naming.TLS_DIR}/$(MSGSTORE_NODE_ID).key"
+        else:  # cert-manager's Secret
+            cert, key = f"{naming.TLS_DIR}/tls.crt", f"{naming.TLS_DIR}/tls.key"
+        env += [
+            {"name": "MSGSTORE_TLS_CERT", "value": cert},
+            {"name": "MSGSTORE_TLS_KEY", "value": key},
+            {"name": "MSGSTORE_TLS_CA", "value": naming.CA_FILE},
+        ]
     if spec.auth.enabled and token_secret:
         env.append(
             {
@@ -44,9 +61,10 @@ def _env_from(owner: Owner, spec: StoreSpec) -> list[dict[str, Any]]:
     return sources
 
 
-def _probe(path: str, period: int, failures: int) -> dict[str, Any]:
+def _probe(path: str, period: int, failures: int, scheme: str) -> dict[str, Any]:
     return {
-        "httpGet": {"path": path, "port": "http"},
+        # The kubelet does not verify the certificate of an HTTPS probe.
+        "httpGet": {"path": path, "port": "http", "scheme": scheme.upper()},
         "periodSeconds": period,
         "timeoutSeconds": 3,
         "failureThreshold": failures,
@@ -83,14 +101,23 @@ def _container(
         "ports": [{"name": "http", "containerPort": spec.port, "protocol": "TCP"}],
         # Recovery after a crash can take a while: the startup probe gives it up to 10
         # minutes before liveness applies; readiness turns true once recovery finished.
-        "startupProbe": _probe("/healthz", 5, 120),
-        "livenessProbe": _probe("/healthz", 10, 6),
-        "readinessProbe": _probe("/readyz", 5, 3),
+        "startupProbe": _probe("/healthz", 5, 120, spec.scheme),
+        "livenessProbe": _probe("/healthz", 10, 6, spec.scheme),
+        "readinessProbe": _probe("/readyz", 5, 3, spec.scheme),
         "volumeMounts": [
             {"name": naming.DATA_VOLUME, "mountPath": naming.DATA_DIR},
             {"name": naming.ROUTING_VOLUME, "mountPath": naming.ROUTING_DIR, "readOnly": True},
         ],
     }
+    if spec.tls.enabled:
+        container["volumeMounts"] += [
+            {"name": naming.TLS_VOLUME, "mountPath": naming.TLS_DIR, "readOnly": True},
+            {"name": naming.CA_VOLUME, "mountPath": naming.CA_DIR, "readOnly": True},
+        ]
+    if spec.restricted_pods:
+        # Pod Security "restricted"; the root filesystem is read-only, /tmp is scratch.
+        container["securityContext"] = container_security_context(read_only_root=True)
+        container["volumeMounts"].append({"name": naming.TMP_VOLUME, "mountPath": "/tmp"})
     if spec.resources:
         container["resources"] = dict(spec.resources)
     return container
@@ -105,7 +132,11 @@ def _pod_spec(
         "automountServiceAccountToken": False,
         # SIGTERM makes the node flush its write cache and write its clean-shutdown marker.
         "terminationGracePeriodSeconds": spec.termination_grace_period_seconds,
-        "securityContext": {"fsGroup": FS_GROUP, "fsGroupChangePolicy": "OnRootMismatch"},
+        "securityContext": (
+            pod_security_context(NODE_UID, FS_GROUP)
+            if spec.restricted_pods
+            else {"fsGroup": FS_GROUP, "fsGroupChangePolicy": "OnRootMismatch"}
+        ),
         "affinity": dict(tpl.affinity) if tpl.affinity else _default_affinity(owner),
         "containers": [_container(owner, spec, token_secret, domain)],
         "volumes": [
@@ -115,6 +146,22 @@ def _pod_spec(
             }
         ],
     }
+    if spec.tls.enabled:
+        secret = (
+            naming.node_certs_secret_name(owner.name)
+            if spec.tls.issuer_ref is None
+            else naming.certificate_secret_name(owner.name)
+        )
+        pod["volumes"] += [
+            # 0440 with the fsGroup: the node's group reads its key, nobody else.
+            {"name": naming.TLS_VOLUME, "secret": {"secretName": secret, "defaultMode": 0o440}},
+            {
+                "name": naming.CA_VOLUME,
+                "configMap": {"name": naming.ca_config_map_name(owner.name)},
+            },
+        ]
+    if spec.restricted_pods:
+        pod["volumes"].append({"name": naming.TMP_VOLUME, "emptyDir": {"sizeLimit": "256Mi"}})
     if tpl.node_selector:
         pod["nodeSelector"] = dict(tpl.node_selector)
     if tpl.tolerations:

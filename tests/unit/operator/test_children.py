@@ -58,15 +58,19 @@ def test_statefulset_defaults():
     assert naming.selector_labels("demo").items() <= tpl["metadata"]["labels"].items()
     c = container(sts)
     assert c["command"] == ["msgstore", "serve"] and c["image"] == "msgstore:0.1.0"
-    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
-    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    https = {"port": "http", "scheme": "HTTPS"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", **https}
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", **https}
     assert c["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
     assert c["envFrom"] == [{"configMapRef": {"name": "demo-config"}}]
     env = env_of(sts)
     assert env["MSGSTORE_NODE_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     assert env["MSGSTORE_ADVERTISE_ADDRESS"]["value"] == (
-        "http://$(MSGSTORE_NODE_ID).demo-nodes.ns1.svc.cluster.local:8080"
+        "https://$(MSGSTORE_NODE_ID).demo-nodes.ns1.svc.cluster.local:8080"
     )
+    assert env["MSGSTORE_TLS_CERT"]["value"] == "/etc/msgstore/tls/$(MSGSTORE_NODE_ID).crt"
+    assert env["MSGSTORE_TLS_KEY"]["value"] == "/etc/msgstore/tls/$(MSGSTORE_NODE_ID).key"
+    assert env["MSGSTORE_TLS_CA"]["value"] == "/etc/msgstore/ca/ca.crt"
     assert env["MSGSTORE_TOKEN"]["valueFrom"]["secretKeyRef"] == {
         "name": "demo-token",
         "key": "token",
@@ -76,7 +80,12 @@ def test_statefulset_defaults():
     assert mounts["routing"]["mountPath"] == naming.ROUTING_DIR and mounts["routing"]["readOnly"]
     pod = tpl["spec"]
     assert pod["terminationGracePeriodSeconds"] == 60
-    assert pod["volumes"] == [{"name": "routing", "configMap": {"name": "demo-routing"}}]
+    assert pod["volumes"] == [
+        {"name": "routing", "configMap": {"name": "demo-routing"}},
+        {"name": "tls", "secret": {"secretName": "demo-node-certs", "defaultMode": 0o440}},
+        {"name": "ca", "configMap": {"name": "demo-ca"}},
+        {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}},
+    ]
     anti = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
     assert anti[0]["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
     claim = s["volumeClaimTemplates"][0]
@@ -250,8 +259,10 @@ def test_desired_children_node_mode():
     assert kinds == [
         ("ConfigMap", "demo-config"),
         ("ConfigMap", "demo-routing"),
+        ("ConfigMap", "demo-spark-templates"),
         ("Service", "demo-nodes"),
         ("Service", "demo"),
+        ("NetworkPolicy", "demo-nodes"),
         ("StatefulSet", "demo"),
         ("PodDisruptionBudget", "demo"),
     ]
@@ -268,7 +279,7 @@ def test_desired_children_node_mode():
         "demo-2-external",
     }
     assert state.token_secret == "demo-token"
-    sts = state.objects[4]
+    sts = state.objects[6]
     assert (
         sts["spec"]["template"]["metadata"]["annotations"][naming.CONFIG_HASH_ANNOTATION]
         == state.config_hash
@@ -293,7 +304,7 @@ def test_desired_children_spark_mode_and_user_token():
 def test_routing_change_does_not_roll_pods():
     a = desired_children(OWNER, parse_spec({}), 3, '{"generation": 1}', "cluster.local")
     b = desired_children(OWNER, parse_spec({}), 3, '{"generation": 2}', "cluster.local")
-    assert a.objects[4] == b.objects[4]  # nodes reload the mounted file; no restart
+    assert a.objects[6] == b.objects[6]  # nodes reload the mounted file; no restart
     c = desired_children(OWNER, parse_spec({"flush": {"mode": "async"}}), 3, "{}", "cluster.local")
     assert c.config_hash != a.config_hash
 
@@ -308,6 +319,7 @@ def test_the_node_reads_every_setting_the_operator_gives_it():
             "flush": {"mode": "async", "maxAgeMs": 7},
             "tiering": {"enabled": True, "url": "file:///tiers", "uploadAfterHours": 2},
             "compaction": {"mode": "spark", "schedule": "@daily"},
+            "tls": {"enabled": False},
         }
     )
     sts = build_statefulset(OWNER, spec, 3, "h", "demo-token")

@@ -37,7 +37,7 @@ def test_document_is_valid_for_the_nodes():
     table = parse_routing(json.loads(dumps(doc)))
     assert table.managed_by == "operator" and table.generation == 1
     assert [n.id for n in table.nodes] == ["demo-0", "demo-1", "demo-2"]
-    assert table.nodes[1].address == "http://demo-1.demo-nodes.ns1.svc.cluster.local:8080"
+    assert table.nodes[1].address == "https://demo-1.demo-nodes.ns1.svc.cluster.local:8080"
     assert table.topics["orders"].owners == ("demo-0", "demo-1", "demo-2", "demo-0")
     assert table.topics["audit"].compression == "none"
     assert table.topics["audit"].retention_hours == 720
