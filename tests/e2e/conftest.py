@@ -71,6 +71,10 @@ def shop(kind_cluster: KindCluster, operator_release: str) -> Shop:
     """examples/messagestore.yaml applied unchanged in its namespace, plus a client pod."""
     cluster = kind_cluster
     cluster.run_kubectl("create", "namespace", NAMESPACE)
+    # Pod Security "restricted" enforced: every pod msgstore creates here must comply.
+    cluster.run_kubectl(
+        "label", "namespace", NAMESPACE, "pod-security.kubernetes.io/enforce=restricted"
+    )
     cluster.wait_until(
         lambda: (
             cluster.run_kubectl("-n", NAMESPACE, "get", "sa", "default", check=False).returncode
@@ -83,8 +87,11 @@ def shop(kind_cluster: KindCluster, operator_release: str) -> Shop:
     )
     shop = Shop(cluster, NAMESPACE, STORE)
     cluster.wait_until(
-        lambda: shop.kubectl("get", "secret", f"{STORE}-token", check=False).returncode == 0,
-        "the store's token Secret",
+        lambda: all(
+            shop.kubectl("get", kind, f"{STORE}-{what}", check=False).returncode == 0
+            for kind, what in (("secret", "token"), ("configmap", "ca"))
+        ),
+        "the store's token Secret and CA ConfigMap",
         timeout=180,
     )
     shop.kubectl("apply", "-f", "-", input=json.dumps(client_pod_manifest(NAMESPACE, STORE)))

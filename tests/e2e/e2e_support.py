@@ -50,6 +50,15 @@ class Shop:
     def get(self, *args: str) -> Any:
         return self.cluster.get_json("-n", self.namespace, *args)
 
+    def ca_file(self) -> Path:
+        """The store's CA certificate, for clients on this machine."""
+        path = self.cluster.workdir / f"{self.namespace}-{self.store}-ca.crt"
+        got = self.kubectl(
+            "get", "configmap", f"{self.store}-ca", "-o", "jsonpath={.data.ca\\.crt}"
+        )
+        path.write_text(got.stdout)
+        return path
+
     def workload(self, *args: str, timeout: float = 600, pod: str = CLIENT_POD) -> Any:
         """Runs tests/e2e/workload.py inside the client pod; its JSON answer."""
         got = self.kubectl(
@@ -151,11 +160,13 @@ def pod_ready(pod: dict[str, Any]) -> bool:
 
 
 def client_pod_manifest(namespace: str, store: str, name: str = CLIENT_POD) -> dict[str, Any]:
-    """A long-lived pod with the node image, the store's endpoint and token in its env."""
+    """A long-lived client pod as docs/SECURITY.md describes one: the node image, the store's
+    HTTPS endpoint, its CA (ConfigMap <store>-ca) and token, and the client label its
+    NetworkPolicy admits."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "labels": dict([CLIENT_LABEL])},
+        "metadata": {"name": name, "namespace": namespace, "labels": {CLIENT_LABEL[0]: store}},
         "spec": {
             "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 1,
@@ -168,8 +179,9 @@ def client_pod_manifest(namespace: str, store: str, name: str = CLIENT_POD) -> d
                     "env": [
                         {
                             "name": "MSGSTORE_ENDPOINT",
-                            "value": f"http://{store}.{namespace}.svc.cluster.local:8080",
+                            "value": f"https://{store}.{namespace}.svc.cluster.local:8080",
                         },
+                        {"name": "MSGSTORE_CA", "value": "/etc/msgstore/ca/ca.crt"},
                         {
                             "name": "MSGSTORE_TOKEN",
                             "valueFrom": {
@@ -179,8 +191,10 @@ def client_pod_manifest(namespace: str, store: str, name: str = CLIENT_POD) -> d
                     ],
                     "securityContext": restricted_security(10001),
                     "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}},
+                    "volumeMounts": [{"name": "ca", "mountPath": "/etc/msgstore/ca"}],
                 }
             ],
+            "volumes": [{"name": "ca", "configMap": {"name": f"{store}-ca"}}],
         },
     }
 
