@@ -121,8 +121,9 @@ def desired_children(
     ]
     # Services of nodes that no longer exist (or of a switched-off listener) are removed; the
     # scan goes a few ordinals past the replicas so a scale-down leaves nothing behind.
-    external, absent = external_children(owner, spec, replicas, replicas + EXTERNAL_SCAN)
+    external, gone = external_children(owner, spec, replicas, replicas + EXTERNAL_SCAN)
     objects += external
+    absent += gone
     if spec.compaction.mode == "spark":
         objects += spark_children(owner, spec, endpoint, token)
     else:

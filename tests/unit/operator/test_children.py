@@ -364,9 +364,15 @@ def test_external_listener_gives_every_node_its_own_node_port_and_address():
     assert not {r.name for r in state.absent} & set(services)
     doc = build_routing_document("demo", "ns1", spec, 3, {}, 1, "cluster.local")
     assert [n["external_address"] for n in doc["nodes"]] == [
-        "http://127.0.0.1:30081",
-        "http://127.0.0.1:30082",
-        "http://127.0.0.1:30083",
+        "https://127.0.0.1:30081",
+        "https://127.0.0.1:30082",
+        "https://127.0.0.1:30083",
     ]
     plain = build_routing_document("demo", "ns1", parse_spec({}), 3, {}, 1, "cluster.local")
     assert all("external_address" not in n for n in plain["nodes"])
+    # The external addresses follow the store's scheme (TLS is on by default).
+    no_tls = parse_spec(
+        {"tls": {"enabled": False}, "external": {"enabled": True, "nodePortBase": 30081}}
+    )
+    doc = build_routing_document("demo", "ns1", no_tls, 1, {}, 1, "cluster.local")
+    assert doc["nodes"][0]["external_address"] == "http://127.0.0.1:30081"
