@@ -40,6 +40,9 @@
 #   MSGSTORE_IMAGES_CACHE   cache directory (default: $HOME/.cache/msgstore-images)
 #   DEBIAN_MIRROR, DEBIAN_SECURITY_MIRROR   apt sources of the local bases
 #   HOST_PYTHON             a Python 3.11 to build the wheelhouse with (default: python3.11)
+#   MSGSTORE_IMAGES_REBUILD=1   make the bases again with mmdebstrap (today's Debian updates)
+#                           and build the images with --no-cache (the wheelhouse stays; use a
+#                           new MSGSTORE_IMAGES_CACHE for a new one)
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -70,6 +73,7 @@ SUITE=bookworm
 DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 DEBIAN_SECURITY_MIRROR=${DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
 HOST_PYTHON=${HOST_PYTHON:-python3.11}
+REBUILD=${MSGSTORE_IMAGES_REBUILD:-0}
 PIP_VERSION=25.3 # the pip of the host-side tool venv (same pin as the Makefile's)
 # Packages of the pins that only the Spark image carries.
 SPARK_ONLY="pyspark pyarrow pandas"
@@ -108,6 +112,13 @@ if ! flock -n 9; then
 fi
 
 image_exists() { "$DOCKER" image inspect "$1" >/dev/null 2>&1; }
+image_id() { "$DOCKER" image inspect -f '{{.Id}}' "$1" 2>/dev/null || true; }
+drop_replaced() { # drop_replaced OLD_ID REF: remove the image REF pointed at before, if unused
+  local old=$1 ref=$2
+  if [[ -n "$old" && "$old" != "$(image_id "$ref")" ]]; then
+    "$DOCKER" rmi "$old" >/dev/null 2>&1 || true
+  fi
+}
 image_mb() { "$DOCKER" image inspect -f '{{.Size}}' "$1" | awk '{ printf "%.0f MB", $1 / 1e6 }'; }
 
 # --- 1. local Debian bases ---------------------------------------------------------------
@@ -144,20 +155,21 @@ base_sources() {
 }
 
 ensure_base() { # ensure_base FLAVOUR: sets BASE_REF to msgstore-base:<flavour>-bookworm-<hash>
-  local flavour=$1 hash tar
+  local flavour=$1 hash tar old
   base_args "$flavour"
   hash=$({
     printf '%s\n' "${BASE_ARGS[@]}"
     base_sources
   } | sha256sum | cut -c1-12)
   BASE_REF="msgstore-base:${flavour}-${SUITE}-${hash}"
-  if image_exists "$BASE_REF"; then
+  if image_exists "$BASE_REF" && [[ "$REBUILD" != 1 ]]; then
     log "base $BASE_REF exists ($(image_mb "$BASE_REF")); not rebuilt"
   else
     command -v mmdebstrap >/dev/null 2>&1 || die "mmdebstrap not found (apt-get install mmdebstrap)"
     mkdir -p "$CACHE/rootfs"
     tar="$CACHE/rootfs/${flavour}-${hash}.tar"
     rm -f "$tar"
+    old=$(image_id "$BASE_REF")
     local sources=()
     mapfile -t sources < <(base_sources)
     log "base $BASE_REF: mmdebstrap $SUITE with ${BASE_ARGS[1]#--include=}"
@@ -169,6 +181,7 @@ ensure_base() { # ensure_base FLAVOUR: sets BASE_REF to msgstore-base:<flavour>-
       --change 'CMD ["/bin/bash"]' \
       "$tar" "$BASE_REF" >&2
     rm -f "$tar"
+    drop_replaced "$old" "$BASE_REF"
     log "base $BASE_REF: $(image_mb "$BASE_REF")"
   fi
   # The Dockerfiles' default base (a moving tag); builds name the exact one.
@@ -311,17 +324,21 @@ stage_context() { # stage_context IMAGE: sets CTX
 }
 
 build_image() { # build_image IMAGE REF BASE_ARG BASE_REF LOCAL(yes|no)
-  local image=$1 ref=$2 base_arg=$3 base_ref=$4 local_base=$5 network=()
+  local image=$1 ref=$2 base_arg=$3 base_ref=$4 local_base=$5 opts=() old
   stage_context "$image"
+  old=$(image_id "$ref")
   # Local bases need nothing from outside; a public base may apt-get what it lacks.
-  [[ "$local_base" == yes ]] && network=(--network none)
+  [[ "$local_base" == yes ]] && opts+=(--network none)
+  [[ "$REBUILD" == 1 ]] && opts+=(--no-cache)
   log "image $ref on $base_ref (context $(du -shL "$CTX" | cut -f1))"
-  timed "docker build $image image" "$DOCKER" build "${network[@]}" \
+  timed "docker build $image image" "$DOCKER" build "${opts[@]}" \
     --build-arg "$base_arg=$base_ref" \
     --label "org.opencontainers.image.version=$VERSION" \
     --label "org.msgstore.wheelhouse=$(basename "$WHEELS")" \
     --label "org.msgstore.source=$(basename "$(dirname "$APP_WHEEL")")" \
     -t "$ref" -f "$CTX/Dockerfile" "$CTX" >&2
+  # The image this tag named before (and its layers no other image uses) goes.
+  drop_replaced "$old" "$ref"
   log "image $ref: $(image_mb "$ref")"
 }
 
