@@ -287,7 +287,7 @@ ensure_msgstore_wheel() { # sets APP_WHEEL
     mkdir -p "$dir"
     mv "$tmp"/out/msgstore-*.whl "$dir/"
     rm -rf "$tmp"
-    # Wheels of other source trees, unused for a day, go.
+    # Wheels of other source trees, built more than a day ago, go.
     find "$CACHE/msgstore-wheel" -mindepth 1 -maxdepth 1 -type d ! -name "$hash" -mmin +1440 \
       -exec rm -rf {} +
   else

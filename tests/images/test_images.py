@@ -1,6 +1,6 @@
 """The two container images, built by scripts/build-images.sh and run as real containers.
 
-The session fixture builds both images once (cold: Debian bases with mmdebstrap, the
+A fixture builds both images once per pytest run (cold: Debian bases with mmdebstrap, the
 wheelhouse, two docker builds; warm: the layer cache) and every test runs containers of them
 with the network switched off (`--network none`).
 """
