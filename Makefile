@@ -43,9 +43,11 @@ bench: system $(STAMP)
 controlplane:
 	bash tests/controlplane/build.sh
 
-## make images: the node+operator and Spark job images (needs a container engine)
+## make images [IMAGES=node|spark|all]: the node+operator and Spark job images, built
+## locally without a registry (docs/IMAGES.md)
+IMAGES ?= all
 images:
-	bash scripts/build-images.sh
+	bash scripts/build-images.sh $(IMAGES)
 
 ## make kind-up / kind-down: msgstore on a local kind cluster (needs Docker and kind)
 kind-up:

@@ -288,6 +288,29 @@ def test_shared_spark_identity_per_listed_namespace(render):
     assert grants(roles[0]["rules"]) <= grants(SPARK_RULES)
 
 
+SPARK_SUBMIT_NETWORK_POLICY = {
+    ("networking.k8s.io", "networkpolicies", verb)
+    for verb in ("get", "list", "watch", "create", "update", "patch", "delete")
+}
+
+
+def test_spark_roles_allow_the_executor_network_policy(render):
+    """Spark 4.3's submit server-side-applies `<app>-policy` (a NetworkPolicy for the
+    executors): the chart's shared Spark Role and the operator's per-store Role both allow it,
+    and the operator holds it so it may grant it."""
+    from msgstore_operator.children.spark import SPARK_RULES
+
+    objects = render({"spark.namespaces": "{shop}"})
+    (role,) = by_kind(objects, "Role")
+    assert SPARK_SUBMIT_NETWORK_POLICY <= grants(role["rules"]), role["rules"]
+    assert SPARK_SUBMIT_NETWORK_POLICY <= grants(SPARK_RULES), SPARK_RULES
+    cluster_role = one(objects, "ClusterRole")
+    assert SPARK_SUBMIT_NETWORK_POLICY <= grants(cluster_role["rules"])
+    without_spark = one(render({"rbac.sparkCompaction": "false"}), "ClusterRole")
+    # Without Spark the operator keeps only what its nodes' own NetworkPolicy needs.
+    assert not SPARK_SUBMIT_NETWORK_POLICY <= grants(without_spark["rules"])
+
+
 def test_optional_messagestore_from_values(render):
     objects = render(
         {

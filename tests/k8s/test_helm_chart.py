@@ -223,6 +223,7 @@ def test_spark_compaction_job_and_driver_rbac_are_accepted(k8s_cluster, installe
         ("create", "services"),
         ("create", "configmaps"),
         ("list", "persistentvolumeclaims"),
+        ("patch", "networkpolicies.networking.k8s.io"),
     ]:
         assert can_i(k8s_cluster, driver, verb, resource, ns), (verb, resource)
     assert not can_i(k8s_cluster, driver, "create", "pods", installed["chart_ns"])

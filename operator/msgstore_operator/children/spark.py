@@ -20,6 +20,9 @@ from .meta import Owner, object_meta
 
 # What the driver does with its ServiceAccount: create and watch executor pods, the
 # driver's headless Service and ConfigMaps, and (for dynamic allocation) volume claims.
+# Spark 4.3's submission client also always server-side-applies a NetworkPolicy
+# ("<app>-policy", owned by the driver pod: executors accept traffic only from their own
+# application), so the submitting identity needs networkpolicies or the submit fails 403.
 SPARK_RULES: list[dict[str, Any]] = [
     {
         "apiGroups": [""],

@@ -222,6 +222,10 @@ def test_spark_children():
         assert_owned(obj)
         assert obj["metadata"]["name"] == "demo-spark"
     assert "pods" in role["rules"][0]["resources"] and "create" in role["rules"][0]["verbs"]
+    # Spark 4.3's submit server-side-applies a NetworkPolicy for the executors
+    (netpol,) = [r for r in role["rules"] if r["apiGroups"] == ["networking.k8s.io"]]
+    assert netpol["resources"] == ["networkpolicies"]
+    assert set(netpol["verbs"]) == {"get", "list", "watch", "create", "update", "patch", "delete"}
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "demo-spark", "namespace": "ns1"}
     ]
