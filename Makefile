@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: run test test-fast lint bench system controlplane clean images kind-up kind-down
+.PHONY: run test test-fast lint bench system controlplane clean images kind-up kind-down kind-binaries kind-node-image
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,7 +49,16 @@ IMAGES ?= all
 images:
 	bash scripts/build-images.sh $(IMAGES)
 
-## make kind-up / kind-down: msgstore on a local kind cluster (needs Docker and kind)
+## make kind-binaries / kind-node-image: kind, kubelet, containerd, ... built from Go modules and a
+## kind node image assembled without a registry (docs/KIND.md); cached outside the repository
+kind-binaries:
+	bash scripts/kind/build-binaries.sh
+
+kind-node-image:
+	bash scripts/kind/node-image.sh
+
+## make kind-up / kind-down: msgstore on a local kind cluster (docs/KIND.md); starts a container
+## engine, builds the pinned kind and, without a registry, a local node image
 kind-up:
 	bash scripts/kind-up.sh
 
