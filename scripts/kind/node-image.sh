@@ -89,8 +89,9 @@ WORK="$KIND_CACHE_ROOT/work"
 rm -rf "$WORK"
 mkdir -p "$WORK"
 BUILD_CTR="msgstore-kind-build-$$"
-cleanup() {
+cleanup() { # also after a failure: the build container and the temporary files (up to ~1 GB)
   docker rm -f -v "$BUILD_CTR" >/dev/null 2>&1 || true
+  rm -rf "$WORK"
 }
 trap cleanup EXIT
 export DOCKER_BUILDKIT=0 # the classic builder: no buildx needed, FROM resolves local images
