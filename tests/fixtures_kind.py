@@ -121,10 +121,13 @@ def pytest_collection_modifyitems(
 ) -> None:
     """Builds what the cluster needs once, before the first test, when a test needs it."""
     global _prepared
-    if config.option.collectonly or _prepared is not None:
+    users = [item for item in items if "kind_cluster" in getattr(item, "fixturenames", ())]
+    # The cluster's tests run last (in their own order), so it lives only while they run and
+    # never loads the machine under the other tests.
+    items[:] = [item for item in items if item not in users] + users
+    if config.option.collectonly or _prepared is not None or not users:
         return
-    if any("kind_cluster" in getattr(item, "fixturenames", ()) for item in items):
-        _prepared = _prepare()
+    _prepared = _prepare()
 
 
 @dataclass(frozen=True)
