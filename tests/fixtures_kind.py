@@ -62,6 +62,9 @@ class _Prepared:
 
 
 _prepared: _Prepared | None = None
+# Durations the end-to-end run measured (seconds), printed at the end of the session: the
+# figures docs/KUBERNETES.md quotes come from this line.
+TIMINGS: dict[str, float] = {}
 
 
 def _stream(argv: list[str], tag: str, timeout: float) -> str:
@@ -112,6 +115,7 @@ def _prepare() -> _Prepared:
             lines = [line for line in str(result).splitlines() if line.strip()]
             prep.node_image = lines[-1].strip() if lines else ""
     sys.stderr.write(f"[kind] prepared in {json.dumps(prep.times)}\n")
+    TIMINGS.update({f"prepare {k}": v for k, v in prep.times.items()})
     return prep
 
 
@@ -360,6 +364,8 @@ def kind_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KindClust
             f"[kind] cluster {CLUSTER_NAME}: created in {created:.0f}s, images loaded in "
             f"{loaded:.0f}s\n"
         )
+        TIMINGS["kind create cluster"] = round(created, 1)
+        TIMINGS["kind load images"] = round(loaded, 1)
         _current = cluster
         yield cluster
     finally:
@@ -382,3 +388,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         except (KubectlError, subprocess.TimeoutExpired, OSError) as exc:
             text = f"could not collect diagnostics: {exc}"
         report.sections.append(("kubernetes diagnostics", text))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if TIMINGS:
+        terminalreporter.write_line(f"kind end-to-end timings (s): {json.dumps(TIMINGS)}")

@@ -10,6 +10,7 @@ load, fed by Spark on Kubernetes, compacted by its CronJob, hurt, scaled, tiered
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from e2e_support import (
     Shop,
     client_pod_manifest,
 )
-from fixtures_kind import KindCluster, app_version
+from fixtures_kind import TIMINGS, KindCluster, app_version
 
 HERE = Path(__file__).resolve().parent
 
@@ -86,6 +87,7 @@ def shop(kind_cluster: KindCluster, operator_release: str) -> Shop:
         "-n", NAMESPACE, "apply", "-f", str(REPO / "examples" / "messagestore.yaml")
     )
     shop = Shop(cluster, NAMESPACE, STORE)
+    started = time.monotonic()
     cluster.wait_until(
         lambda: all(
             shop.kubectl("get", kind, f"{STORE}-{what}", check=False).returncode == 0
@@ -98,4 +100,6 @@ def shop(kind_cluster: KindCluster, operator_release: str) -> Shop:
     shop.kubectl(
         "wait", "--for=condition=Ready", f"pod/{CLIENT_POD}", "--timeout=180s", timeout=200
     )
+    shop.wait_store_ready(3)
+    TIMINGS["sample store applied to Ready (3 node pods)"] = round(time.monotonic() - started, 1)
     return shop

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from e2e_support import Shop, spark_job_yaml, watch_pods
-from fixtures_kind import SPARK_IMAGE
+from fixtures_kind import SPARK_IMAGE, TIMINGS
 
 SAMPLE = "file:///opt/msgstore/data/orders-sample.jsonl"
 SAMPLE_MESSAGES = 100_000
@@ -47,6 +47,7 @@ def test_spark_ingest_job_runs_a_driver_and_executors_that_ingest_the_sample(sho
         "--driver-request-cores", "250m", "--executor-request-cores", "250m",
     )  # fmt: skip
     run = _run_job(shop, job)
+    TIMINGS["spark ingest job (apply to complete)"] = run["seconds"]
     roles = [p["role"] for p in run["pods"].values()]
     assert roles.count("driver") == 1, run
     assert roles.count("executor") >= 2, run
@@ -87,6 +88,7 @@ def test_the_compaction_cronjob_compacts_every_nodes_sealed_files_in_executors(
         "spec": cronjob["spec"]["jobTemplate"]["spec"],
     }
     run = _run_job(shop, job)
+    TIMINGS["spark compaction job (apply to complete)"] = run["seconds"]
     roles = [p["role"] for p in run["pods"].values()]
     assert roles.count("executor") >= 2, run
     after = _states(shop)
