@@ -408,7 +408,11 @@ class Client:
         """Call every node of the cluster; returns {node_id: answer}."""
         self.refresh_routing()
         assert self.routing.table is not None
-        return {n.id: self.request(method, n.address, path, **kw) for n in self.routing.table.nodes}
+        listener = self.routing.listener_in_use()
+        return {
+            n.id: self.request(method, n.address_for(listener), path, **kw)
+            for n in self.routing.table.nodes
+        }
 
     def files(self) -> dict[str, Any]:
         return self.each_node("GET", "/v1/admin/files")

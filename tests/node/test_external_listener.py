@@ -104,6 +104,8 @@ def test_a_client_given_an_external_address_uses_every_nodes_external_address(cl
     assert got == sorted(f"v{i}" for i in range(300))
     # Every node was reached through its own forwarder (each owns some partitions).
     assert all(f.connections > b for f, b in zip(external, before, strict=True))
+    # So are calls to every node, such as the admin file listing.
+    assert sorted(client.files()) == sorted(n.id for n in client.routing.table.nodes)
     client.close()
 
 
