@@ -104,8 +104,13 @@ def test_a_client_given_an_external_address_uses_every_nodes_external_address(cl
     assert got == sorted(f"v{i}" for i in range(300))
     # Every node was reached through its own forwarder (each owns some partitions).
     assert all(f.connections > b for f, b in zip(external, before, strict=True))
-    # So are calls to every node, such as the admin file listing.
-    assert sorted(client.files()) == sorted(n.id for n in client.routing.table.nodes)
+    # So are calls to every node, such as the admin file listing (a fresh client: no
+    # connection to reuse).
+    before = [f.connections for f in external]
+    admin = Client(f"http://127.0.0.1:{external[0].port}")
+    assert sorted(admin.files()) == sorted(n.id for n in client.routing.table.nodes)
+    assert all(f.connections > b for f, b in zip(external, before, strict=True))
+    admin.close()
     client.close()
 
 
