@@ -96,6 +96,7 @@ class Shop:
         assert proc.stdin is not None
         proc.stdin.write(WORKLOAD.read_text())
         proc.stdin.close()
+        proc.stdin = None  # sent whole; communicate() must not flush it again
         return proc
 
     @staticmethod
