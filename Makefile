@@ -23,9 +23,10 @@ venv: $(STAMP)
 run: system $(STAMP)
 	$(PY) -m storage_node.demo
 
-## make test: lint, then every test from unit to Kubernetes end-to-end
+## make test: lint (ruff check and format), then every test from unit to Kubernetes end to end
 test: system $(STAMP)
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	$(PY) -m pytest -q -rs -p no:cacheprovider
 
 test-fast: $(STAMP)
