@@ -343,7 +343,7 @@ def _corrupt_frame(
         pass
     span = f"offset {first}" if first == last else f"offsets {first}..{last}"
     return CorruptData(
-        f"{exc.message}: it holds {topic.decode()}/{partition} {span}, which are not served",
+        f"{exc.message}: it holds {topic.decode()}/{partition} {span} (not served)",
         offset=first,
         first_offset=first,
         last_offset=last,

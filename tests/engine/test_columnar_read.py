@@ -288,3 +288,53 @@ def test_read_columns_shapes_and_errors() -> None:
                 s.read_columns("t", 0, 0, tag=b"x")  # type: ignore[arg-type]
         finally:
             s.close()
+
+
+def test_reads_racing_appends_see_whole_consistent_prefixes() -> None:
+    """A reader scanning while a writer appends (flushing now and then, sealing, compacting)
+    always gets consecutive offsets whose values are exactly what was appended there."""
+    import threading
+
+    with tempfile.TemporaryDirectory() as tmp:
+        s = Store.open(small_config(os.path.join(tmp, "d"), flush_max_age_ms=2))
+        s.create_topic(TopicConfig("t", 1))
+        s.create_topic(TopicConfig("u", 1))
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        def write() -> None:
+            try:
+                for b in range(150):
+                    s.append(
+                        "t", [MessageIn(b"t-%d-%d|" % (b, i) + b"v" * (i % 50)) for i in range(20)]
+                    )
+                    s.append("u", [MessageIn(b"noise" * 7) for _ in range(5)])
+                    if b % 40 == 39:
+                        s.compact_now()
+            except BaseException as exc:  # noqa: BLE001
+                errors.append(exc)
+            finally:
+                stop.set()
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        reads = 0
+        try:
+            while not stop.is_set() or reads < 5:
+                offset = 0
+                while True:
+                    page = s.read_columns("t", 0, offset, max_messages=333, max_bytes=9000)
+                    if not len(page):
+                        break
+                    offsets = page.offsets.tolist()
+                    assert offsets == list(range(offset, offset + len(offsets))), offsets[:5]
+                    for o, v in zip(offsets, page.values.to_list(), strict=True):
+                        b, i = divmod(o, 20)
+                        assert v == b"t-%d-%d|" % (b, i) + b"v" * (i % 50), (o, v)
+                    offset = page.next_offset
+                reads += 1
+        finally:
+            writer.join()
+            s.close()
+        assert not errors, errors
+        assert reads >= 5
