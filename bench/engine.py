@@ -16,6 +16,10 @@ with like on whatever machine runs this:
 * ``lookup_*``         per-call latency of reads by offset, by key (unsealed and compacted key
                        index) and by message ID after a clean restart, with SQLite's indexed
                        lookups of the same data as a reference;
+* ``read_scan``        a consumer scanning every partition of 100-byte messages in pages of
+                       10,000 with ``Store.read_columns`` (packed columns), and with
+                       ``Store.read`` (Message objects), vs a sequential read of the same
+                       segment files (1 MiB reads): ``ratio_vs_sequential_read``;
 * ``recovery``         seconds per GiB to reopen after the writer was killed with SIGKILL;
 * ``restart_clean``    seconds to reopen the same data after a clean close.
 
@@ -67,6 +71,7 @@ class Sizes:
     lookup_ops: int
     recovery_bytes: int
     recovery_repeats: int
+    scan_msgs: int
 
 
 QUICK = Sizes(
@@ -78,6 +83,7 @@ QUICK = Sizes(
     lookup_ops=2_000,
     recovery_bytes=64 * MIB,
     recovery_repeats=1,
+    scan_msgs=200_000,
 )
 FULL = Sizes(
     repeats=5,
@@ -88,6 +94,7 @@ FULL = Sizes(
     lookup_ops=20_000,
     recovery_bytes=1 * GIB,
     recovery_repeats=3,
+    scan_msgs=1_000_000,
 )
 
 
@@ -658,12 +665,92 @@ def bench_recovery(ws: Workspace, sizes: Sizes, quick: bool) -> None:
     )
 
 
+def scan_store(store: object, columns: bool, page: int = 10_000) -> int:
+    """Read every partition from its first offset to its end; the messages read."""
+    count = 0
+    for p, (first, end) in enumerate(store.partition_offsets(TOPIC)):  # type: ignore[attr-defined]
+        offset = first
+        while offset < end:
+            if columns:
+                got = store.read_columns(TOPIC, p, offset, page, 64 * MIB)  # type: ignore[attr-defined]
+                count, offset = count + len(got), got.next_offset
+            else:
+                res = store.read(TOPIC, p, offset, page, 64 * MIB)  # type: ignore[attr-defined]
+                count, offset = count + len(res.messages), res.next_offset
+    return count
+
+
+def bench_read_scan(ws: Workspace, sizes: Sizes, quick: bool) -> None:
+    """Scan throughput of the columnar read against reading the segment files' bytes."""
+    n = sizes.scan_msgs
+    data_dir = ws.fresh("read_scan")
+    values, keys = values_of(n, 100, 11), keys_of(n)
+    store = engine_open(data_dir, flush_mode="async")
+    try:
+        for i in range(0, n, 5000):
+            store.append_columns(TOPIC, values[i : i + 5000], keys[i : i + 5000])  # type: ignore[attr-defined]
+        store.seal_active()  # type: ignore[attr-defined]
+    finally:
+        store.close()  # type: ignore[attr-defined]
+    del values, keys
+    from storage_node.store import Store
+
+    store = Store.open(engine_config(data_dir))
+    segdir = data_dir / "commitlog" / "unsealed"
+    files = sorted(segdir.iterdir())
+    log_bytes = sum(f.stat().st_size for f in files)
+
+    def sequential() -> float:
+        started = time.perf_counter()
+        for f in files:
+            fd = os.open(f, os.O_RDONLY)
+            try:
+                while os.read(fd, MIB):
+                    pass
+            finally:
+                os.close(fd)
+        return n / (time.perf_counter() - started)
+
+    def timed_scan(columns: bool) -> float:
+        started = time.perf_counter()
+        got = scan_store(store, columns)
+        elapsed = time.perf_counter() - started
+        if got != n:
+            raise RuntimeError(f"scan read {got} messages, expected {n}")
+        return n / elapsed
+
+    has_columns = hasattr(store, "read_columns")  # (absent before the columnar read)
+    try:
+        peer, engine, extra = paired_runs(
+            sizes.repeats, sequential, lambda: timed_scan(has_columns)
+        )
+        objects = median([timed_scan(False) for _ in range(max(1, sizes.repeats // 2))])
+    finally:
+        store.close()
+    emit(
+        {
+            "bench": "read_scan",
+            "msgs_per_s": rounded(engine),
+            "sequential_read_msgs_per_s": round(peer),
+            "ratio_vs_sequential_read": ratio(engine, peer),
+            "read_messages_msgs_per_s": round(objects),
+            "columnar": has_columns,
+            "messages": n,
+            "value_bytes": 100,
+            "log_mib": round(log_bytes / MIB, 1),
+            "page": 10_000,
+            **extra,
+        }
+    )
+
+
 BENCHES: dict[str, Callable[[Workspace, Sizes, bool], None]] = {
     "append_100b": bench_append_100b,
     "append_100b_sync": bench_append_100b_sync,
     "append_4k": bench_append_4k,
     "lookups": bench_lookups,
     "recovery": bench_recovery,
+    "read_scan": bench_read_scan,
 }
 
 

@@ -8,11 +8,17 @@ Prints JSON lines:
   http_ingest_json     msgs_per_s through one node, JSON bodies, ratio_vs_inprocess
   http_read            p50_us / p99_us of 10-message page reads over keep-alive HTTP, JSON and
                        (binary_p50_us / binary_p99_us) the binary read framing, both decoded
-  http_scan            msgs_per_s reading whole partitions in 10,000-message pages, JSON vs
+  http_scan_pages      msgs_per_s reading whole partitions in 10,000-message pages, JSON vs
                        binary read framing (ratio_binary_vs_json), and Store.read scanning
                        the same way in-process (ratio_binary_vs_inprocess)
+  http_scan            one consumer reading --scan-messages (default 2,000,000) 100-byte
+                       messages back through Client.read_columns (pages of 10,000): msgs_per_s
+                       and server_cpu_s_per_million, with the http_ingest of the same messages
+                       into the same node just before (binary batches, --connections
+                       producers, its own server CPU) and ratio_scan_vs_ingest
 
-Usage: python bench/node.py [--quick] [--messages N] [--batch B]
+Usage: python bench/node.py [--quick] [--messages N] [--batch B] [--scan-messages N]
+       [--only-scan]
 """
 
 from __future__ import annotations
@@ -30,11 +36,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import requests
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from storage_node.client import Client  # noqa: E402
 from storage_node.local import free_port  # noqa: E402
 from storage_node.server.batch_codec import (  # noqa: E402
     CONTENT_TYPE,
@@ -113,9 +121,31 @@ class Node:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def http_ingest(node: Node, messages: int, batch: int, binary: bool, connections: int = 1) -> float:
+def fast_values(n: int, seed: int) -> list[bytes]:
+    """``n`` random 100-byte values from the same alphabet as ``values``, made with numpy."""
+    alphabet = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789", dtype=np.uint8)
+    rng = np.random.default_rng(seed)
+    blob = alphabet[rng.integers(0, len(alphabet), n * VALUE_BYTES)].tobytes()
+    return [blob[i : i + VALUE_BYTES] for i in range(0, n * VALUE_BYTES, VALUE_BYTES)]
+
+
+def server_cpu_s(node: Node) -> float:
+    """User + system CPU seconds the node's process has used so far."""
+    with open(f"/proc/{node.proc.pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def http_ingest(
+    node: Node,
+    messages: int,
+    batch: int,
+    binary: bool,
+    connections: int = 1,
+    data: tuple[list[bytes], list[str]] | None = None,
+) -> float:
     """Pre-encoded bodies sent over ``connections`` keep-alive connections at once."""
-    vals, ks = values(messages, 2), keys(messages)
+    vals, ks = data if data is not None else (values(messages, 2), keys(messages))
     bodies = []
     for i in range(0, messages, batch):
         v, k = vals[i : i + batch], ks[i : i + batch]
@@ -208,6 +238,59 @@ def http_scan(node: Node, binary: bool, page: int = 10_000) -> float:
     return count / (time.perf_counter() - started)
 
 
+def client_scan(node: Node) -> tuple[int, float, float]:
+    """One consumer reading every partition to its end through ``Client.read_columns`` in
+    10,000-message pages: (messages, msgs/s, server CPU seconds)."""
+    client = Client(node.address)
+    offsets = requests.get(node.address + "/v1/topics/bench").json()["partition_offsets"]
+    count = 0
+    cpu = server_cpu_s(node)
+    started = time.perf_counter()
+    for part in offsets:
+        offset, end = part["first_offset"], part["next_offset"]
+        while offset < end:
+            cols = client.read_columns(
+                "bench", part["partition"], offset, max_messages=10_000, max_bytes=64 << 20
+            )
+            count, offset = count + len(cols), cols.next_offset
+    elapsed = time.perf_counter() - started
+    return count, count / elapsed, server_cpu_s(node) - cpu
+
+
+def bench_http_scan(workdir: Path, messages: int, batch: int, connections: int) -> None:
+    """``http_scan``: ingest ``messages`` into a fresh node, then scan them back once."""
+    data = (fast_values(messages, 5), keys(messages))
+    node = Node(workdir)
+    try:
+        cpu = server_cpu_s(node)
+        ingest = http_ingest(node, messages, batch, True, connections, data)
+        ingest_cpu = server_cpu_s(node) - cpu
+        del data
+        count, rate, scan_cpu = client_scan(node)
+    finally:
+        node.stop()
+    if count != messages:
+        raise RuntimeError(f"the scan read {count} messages, {messages} were written")
+    print(
+        json.dumps(
+            {
+                "bench": "http_scan",
+                "msgs_per_s": round(rate),
+                "server_cpu_s_per_million": round(scan_cpu / messages * 1e6, 3),
+                "http_ingest_msgs_per_s": round(ingest),
+                "http_ingest_server_cpu_s_per_million": round(ingest_cpu / messages * 1e6, 3),
+                "ratio_scan_vs_ingest": round(rate / ingest, 3),
+                "messages": messages,
+                "page": 10_000,
+                "batch": batch,
+                "connections": connections,
+                "value_bytes": VALUE_BYTES,
+            }
+        ),
+        flush=True,
+    )
+
+
 def inprocess_read(workdir: Path, reads: int) -> tuple[float, float]:
     """p50 of Store.read of 10 messages (the same query without HTTP), and msgs/s of
     Store.read scanning every partition in 10,000-message pages (the peer of http_scan)."""
@@ -249,7 +332,17 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=5000)
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--connections", type=int, default=2, help="concurrent producers")
+    parser.add_argument("--scan-messages", type=int, default=None, help="http_scan size")
+    parser.add_argument("--only-scan", action="store_true", help="run http_scan only")
     args = parser.parse_args()
+    scan_messages = args.scan_messages or (200_000 if args.quick else 2_000_000)
+    if args.only_scan:
+        workdir = Path(tempfile.mkdtemp(prefix="msgstore-bench-node-"))
+        try:
+            bench_http_scan(workdir, scan_messages, args.batch, args.connections)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        return
     messages = args.messages or (50_000 if args.quick else 200_000)
     repeats = args.repeats or (1 if args.quick else 3)
     workdir = Path(tempfile.mkdtemp(prefix="msgstore-bench-node-"))
@@ -323,7 +416,7 @@ def main() -> None:
         print(
             json.dumps(
                 {
-                    "bench": "http_scan",
+                    "bench": "http_scan_pages",
                     "page": 10_000,
                     "json_msgs_per_s": round(scans["json"]),
                     "binary_msgs_per_s": round(scans["binary"]),
@@ -336,6 +429,7 @@ def main() -> None:
             ),
             flush=True,
         )
+        bench_http_scan(workdir, scan_messages, args.batch, args.connections)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

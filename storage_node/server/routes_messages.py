@@ -19,12 +19,14 @@ from storage_node.server.batch_codec import (
     accepts_read_columns,
     decode_packed,
     encode_read_answer,
+    frame_read_columns,
 )
 from storage_node.server.message_json import message_to_json, parse_batch_packed, results_json
 from storage_node.server.params import path_int, query_int, scope_param, topic_param
 from storage_node.server.routes_topics import get_topic_config
 from storage_node.server.runtime import NodeRuntime
 from storage_node.store import Message, PackedBatch
+from storage_node.store.columnar import ReadBatch
 
 MAX_READ_MESSAGES = 10_000
 MAX_READ_BYTES = 64 * 1024 * 1024
@@ -157,6 +159,14 @@ async def read_partition(request: web.Request) -> web.Response:
             start = store.offset_for_timestamp(topic, partition, start_time)
         if start is None:
             start = store.partition_offsets(topic)[partition][0]
+        if binary:  # columns from the engine straight into the answer: no object per message
+            return _binary_answer(
+                store.read_columns(
+                    topic, partition, start, max_messages=max_messages, max_bytes=max_bytes, tag=tag
+                ),
+                end_time,
+                found,
+            )
         result = store.read(
             topic, partition, start, max_messages=max_messages, max_bytes=max_bytes, tag=tag
         )
@@ -191,6 +201,34 @@ async def read_partition(request: web.Request) -> web.Response:
             return _answer(answer)
         answer = await rt.in_thread(work)
     return _answer(answer)
+
+
+def _binary_answer(batch: ReadBatch, end_time: int | None, found: list[int]) -> bytes:
+    """The binary read framing of a columnar read, cut before the first message stored
+    after ``end_time`` (when given): array operations only."""
+    found[0] = len(batch)
+    next_offset = batch.next_offset
+    end_reached = False
+    if end_time is not None and len(batch):
+        late = np.flatnonzero(batch.store_timestamps > end_time)
+        if len(late):
+            cut = int(late[0])
+            next_offset = int(batch.offsets[cut])
+            batch = batch.head(cut)
+            end_reached = True
+    return frame_read_columns(
+        offsets=batch.offsets,
+        timestamps=batch.timestamps,
+        store_timestamps=batch.store_timestamps,
+        partitions=np.full(len(batch), batch.partition, dtype="<i4"),
+        key_lengths=batch.keys.lens,
+        tag_lengths=batch.tags.lens,
+        msg_id_lengths=batch.msg_ids.lens,
+        value_lengths=batch.values.lens,
+        blobs=(batch.keys.blob, batch.tags.blob, batch.msg_ids.blob, batch.values.blob),
+        next_offset=next_offset,
+        end_reached=end_reached,
+    )
 
 
 def _answer(answer: dict[str, Any] | bytes) -> web.Response:

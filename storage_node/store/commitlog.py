@@ -540,6 +540,48 @@ class CommitLog:
         self._frames = [*self._frames[-(FRAME_CACHE - 1) :], (start, start + len(frame), frame)]
         return decode_row(frame, off - frame_off)
 
+    def span(self, pos: int, want_end: int) -> tuple[bytes | memoryview, int, str]:
+        """A buffer of log bytes holding the whole frame of the row at ``pos``, starting at a
+        frame boundary and reaching towards ``want_end`` where that is cheap (a run of
+        consecutive frames for a columnar read): (buffer, log position of its first byte,
+        where it came from, for error messages). Nothing in it is checked yet."""
+        if pos < self.start_pos or pos >= self.end:
+            raise OffsetOutOfRange(f"log position {pos} is not held")
+        hit = self._cached(pos)
+        if hit is not None:
+            buf, off = hit
+            return buf, pos - off, "in the write cache"
+        starts = self.starts
+        i = bisect.bisect_right(starts, pos) - 1
+        if i < 0:
+            raise OffsetOutOfRange(f"log position {pos} is not held")
+        seg = self.segments.get(starts[i])
+        if seg is None:  # swapped or expired meanwhile
+            return self.span(pos, want_end)
+        rel = pos - seg.start
+        try:
+            if isinstance(seg, RawSegment):
+                buf, lo = seg.span_view(rel, want_end - seg.start)
+            else:
+                buf, off = seg.record_view(rel)
+                lo = rel - off
+        except FileNotFoundError:
+            if self.segments.get(seg.start) is seg:
+                raise
+            return self.span(pos, want_end)  # compacted or expired meanwhile
+        return buf, seg.start + lo, f"{seg.state} segment {segment_name(seg.start)}"
+
+    def cached_frame(self, pos: int) -> tuple[int, memoryview] | None:
+        """A recently read, already checked frame holding ``pos`` (start, frame), if any."""
+        for start, end, frame in reversed(self._frames):
+            if start <= pos < end:
+                return start, frame
+        return None
+
+    def keep_frame(self, start: int, frame: memoryview) -> None:
+        """Remember a checked frame for the next read (a tailing consumer reads it again)."""
+        self._frames = [*self._frames[-(FRAME_CACHE - 1) :], (start, start + len(frame), frame)]
+
     def is_sealed(self, start: int) -> bool:
         """A segment is sealed once appends moved past it and its bytes are durable."""
         seg = self.segments.get(start)

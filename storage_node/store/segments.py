@@ -20,6 +20,7 @@ from storage_node.formats.record import FRAME_SIZE, ROW
 from storage_node.store.pinned import pinned_reader
 
 READ_AHEAD = 20 * 1024  # a whole frame of small messages (about 16 KiB) in one read
+SPAN_MAX = 1 << 20  # the most one positional read of a columnar scan fetches
 
 
 class RawSegment:
@@ -63,6 +64,25 @@ class RawSegment:
             if len(data) < size <= os.fstat(fd).st_size - start:
                 data = pread_exact(fd, size, start)
         return data, rel - start
+
+    def span_view(self, rel: int, want_end: int) -> tuple[bytes, int]:
+        """Bytes from the start of the frame holding the row at ``rel`` on, reaching towards
+        ``want_end`` (relative; at most SPAN_MAX, at least the whole frame), and that start:
+        a columnar scan fetches many consecutive frames with one positional read."""
+        fd = self.fd()
+        index = os.pread(fd, 2, rel)
+        if len(index) < 2:
+            raise CorruptData(f"no record at {rel} of segment {self.start:020d}")
+        start = rel - FRAME_SIZE - ROW * int.from_bytes(index, "little")
+        if start < 0:
+            raise CorruptData(f"record at {rel} of segment {self.start:020d} has a bad row")
+        length = min(SPAN_MAX, max(READ_AHEAD, want_end + READ_AHEAD - start))
+        data = os.pread(fd, length, start)
+        if len(data) >= 4:
+            size = int.from_bytes(data[:4], "little")
+            if len(data) < size <= os.fstat(fd).st_size - start:
+                data = pread_exact(fd, size, start)
+        return data, start
 
     def read_all(self) -> bytes:
         with open(self.path, "rb") as fh:
