@@ -129,7 +129,8 @@ def pytest_collection_modifyitems(
     # The cluster's tests run last (in their own order), so it lives only while they run and
     # never loads the machine under the other tests.
     items[:] = [item for item in items if item not in users] + users
-    if config.option.collectonly or _prepared is not None or not users:
+    needed = users or [i for i in items if "kind_prepared" in getattr(i, "fixturenames", ())]
+    if config.option.collectonly or _prepared is not None or not needed:
         return
     _prepared = _prepare()
 
@@ -290,12 +291,24 @@ def _delete(work: Path) -> None:
 
 
 @pytest.fixture(scope="session")
-def kind_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KindCluster]:
-    """The kind cluster for the whole session, with msgstore's images loaded on its nodes."""
-    global _current
+def kind_prepared() -> Iterator[_Prepared]:
+    """A running container engine and the kind node image (built after collection); an
+    engine started for the session is stopped by its PID at the end."""
     prep = _prepared or _Prepared(error="the kind cluster was not prepared after collection")
     if prep.error:
         pytest.fail(prep.error, pytrace=False)
+    yield prep
+    if prep.started_engine and os.environ.get(KEEP_ENV) != "1":
+        subprocess.run(["bash", str(DOCKER_ENGINE_SH), "stop"], check=False)
+
+
+@pytest.fixture(scope="session")
+def kind_cluster(
+    tmp_path_factory: pytest.TempPathFactory, kind_prepared: _Prepared
+) -> Iterator[KindCluster]:
+    """The kind cluster for the whole session, with msgstore's images loaded on its nodes."""
+    global _current
+    prep = kind_prepared
     kubectl = require_binary("kubectl")
     helm = require_binary("helm")
     work = tmp_path_factory.mktemp("kind")
@@ -373,8 +386,6 @@ def kind_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KindClust
         if os.environ.get(KEEP_ENV) != "1":
             _delete(work)
         subprocess.run(["bash", str(HOST_SETTINGS_SH), "restore", str(work / "host")], check=False)
-        if prep.started_engine and os.environ.get(KEEP_ENV) != "1":
-            subprocess.run(["bash", str(DOCKER_ENGINE_SH), "stop"], check=False)
 
 
 @pytest.hookimpl(hookwrapper=True)
