@@ -23,8 +23,8 @@ import msgstore_spark  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
+from storage_node.cli.local import LocalCluster  # noqa: E402
 from storage_node.client import Client  # noqa: E402
-from storage_node.local import LocalCluster  # noqa: E402
 
 
 def timed(fn) -> float:

@@ -9,7 +9,7 @@ fetch pages in the binary read framing as numpy columns (``ReadColumns``).
 from storage_node.client.async_client import AsyncClient
 from storage_node.client.common import Forbidden, OutMessage, TlsError, Unauthenticated
 from storage_node.client.sync_client import Client
-from storage_node.server.batch_codec import ReadColumns
+from storage_node.wire.batch_codec import ReadColumns
 
 __all__ = [
     "AsyncClient",

@@ -33,8 +33,8 @@ from storage_node.client.common import (
     to_out_message,
 )
 from storage_node.errors import MsgStoreError, NotOwner, Unavailable
-from storage_node.server.batch_codec import ReadColumns
 from storage_node.tls import client_context
+from storage_node.wire.batch_codec import ReadColumns
 
 
 class AsyncClient:

@@ -10,9 +10,8 @@ import copy
 from typing import Any
 
 import storage_node
-from storage_node.server.batch_codec import CONTENT_TYPE as BATCH_CONTENT_TYPE
-
-NAME_PATTERN = r"^[A-Za-z0-9._-]{1,200}$"
+from storage_node.formats.names import NAME_PATTERN
+from storage_node.wire.batch_codec import CONTENT_TYPE as BATCH_CONTENT_TYPE
 
 
 def _ref(name: str) -> dict[str, str]:

@@ -9,10 +9,10 @@ from aiohttp import web
 
 from storage_node.errors import InvalidArgument, MsgStoreError, UnknownTopic
 from storage_node.server.app_keys import runtime_of
-from storage_node.server.message_json import topic_config_to_json
 from storage_node.server.params import json_body, require_object, scope_param, topic_param
-from storage_node.server.routing_table import COMPRESSIONS, check_topic_name
 from storage_node.server.runtime import NodeRuntime
+from storage_node.wire.message_json import topic_config_to_json
+from storage_node.wire.routing_table import COMPRESSIONS, check_topic_name
 
 TOPIC_FIELDS = {"name", "partitions", "compression", "retention_hours"}
 

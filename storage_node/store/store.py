@@ -37,6 +37,7 @@ from storage_node.errors import (
 )
 from storage_node.formats.checkpoint import Checkpoint
 from storage_node.formats.keyhash import key_hash
+from storage_node.formats.limits import MAX_LOOKUP, MAX_READ_MESSAGES
 from storage_node.formats.msgid import (
     MS_PER_HOUR,
     MessageId,
@@ -44,6 +45,7 @@ from storage_node.formats.msgid import (
     numbered_ids,
     parse_msg_id,
 )
+from storage_node.formats.names import check_name
 from storage_node.formats.packed import (
     ListBatch,
     PackedBatch,
@@ -51,6 +53,7 @@ from storage_node.formats.packed import (
     check_list_shapes,
     pack_batches,
 )
+from storage_node.formats.partitioning import RoundRobin
 from storage_node.formats.queue_index import ENTRY_DTYPE, QueueIndex, tag_hash, tag_hashes
 from storage_node.formats.record import (
     MAX_PRODUCER_BYTES,
@@ -70,7 +73,6 @@ from storage_node.store.config import StoreConfig
 from storage_node.store.dedup import DedupTable
 from storage_node.store.keyindex import KeyIndexSet
 from storage_node.store.msgids import MsgIdIndexes
-from storage_node.store.names import check_name
 from storage_node.store.offsets import OffsetStore
 from storage_node.store.topics import TopicRegistry
 from storage_node.store.types import (
@@ -84,8 +86,6 @@ from storage_node.store.types import (
     TopicConfig,
 )
 
-MAX_READ_MESSAGES = 10_000
-MAX_LOOKUP = 10_000
 TAG_SCAN_LIMIT = 20_000
 TAG_SCAN_STEP = 1_000  # a tag filter looks at offsets in steps of this many
 LEAD_ROUNDS = 8  # passes one producer leads before it hands the lead on
@@ -159,7 +159,7 @@ class Store:
         self.node_ip = ip_to_int(config.node_ip)
         self.node_iphex = f"{self.node_ip:08x}"
         self.last_store_ms = 0
-        self._rr: dict[str, int] = {}
+        self._rr = RoundRobin()
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._syncer: concurrent.futures.ThreadPoolExecutor | None = None
         self._stop = threading.Event()
@@ -836,14 +836,12 @@ class Store:
         return results
 
     def _next_partition(self, topic: str, nparts: int, allowed: set[int] | None) -> int:
-        rr = self._rr.get(topic, 0)
-        self._rr[topic] = rr + 1
         if allowed is not None:
             choices = sorted(p for p in allowed if 0 <= p < nparts)
             if not choices:
                 raise NotOwner(f"this node owns no partition of {topic!r}", topic=topic)
-            return choices[rr % len(choices)]
-        return rr % nparts
+            return self._rr.next(topic, choices)
+        return self._rr.next(topic, range(nparts))
 
     # ---- reads ----------------------------------------------------------------------
     def _partition(self, topic: str, partition: object) -> tuple[TopicConfig, QueueIndex]:

@@ -19,8 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from storage_node.spark_job import JOBS_DIR, SPARK_SUBMIT
+from msgstore_operator.spark_job import JOBS_DIR, SPARK_SUBMIT
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = REPO / "scripts" / "build-images.sh"

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storage_node.errors import InvalidBatch
-from storage_node.server.message_json import parse_batch_json, parse_batch_packed, results_json
 from storage_node.store import AppendColumns
+from storage_node.wire.message_json import parse_batch_json, parse_batch_packed, results_json
 
 text = st.text(max_size=12)
 message = st.fixed_dictionaries(

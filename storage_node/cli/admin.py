@@ -45,9 +45,9 @@ def group_rows(client: Any, group: str, topic: str | None) -> list[dict[str, Any
 
 
 def cmd_group_list(args: argparse.Namespace) -> int:
-    from storage_node.cli import _client
+    from storage_node.cli.common import client_of
 
-    with _client(args) as client:
+    with client_of(args) as client:
         for name in client.list_groups():
             print(name)
     return 0
@@ -58,9 +58,9 @@ def _cell(value: Any) -> str:
 
 
 def cmd_group_describe(args: argparse.Namespace) -> int:
-    from storage_node.cli import _client
+    from storage_node.cli.common import client_of
 
-    with _client(args) as client:
+    with client_of(args) as client:
         rows = group_rows(client, args.group, args.topic)
     if args.json:
         print(json.dumps({"group": args.group, "partitions": rows}, indent=2))
@@ -83,8 +83,8 @@ def cmd_group_describe(args: argparse.Namespace) -> int:
 
 
 def cmd_group_reset(args: argparse.Namespace) -> int:
-    from storage_node.cli import _client
-    from storage_node.cli_consume import parse_time
+    from storage_node.cli.common import client_of
+    from storage_node.cli.consume import parse_time
 
     targets = [
         args.to_earliest,
@@ -100,7 +100,7 @@ def cmd_group_reset(args: argparse.Namespace) -> int:
     if args.to_offset is not None and len(args.partition or []) != 1:
         raise InvalidArgument("--to-offset needs exactly one --partition")
     when = parse_time(args.to_datetime, "--to-datetime") if args.to_datetime else None
-    with _client(args) as client:
+    with client_of(args) as client:
         spans = _spans(client, args.topic)
         committed = client.committed_offsets(args.group, args.topic).get(args.topic, {})
         partitions = args.partition or sorted(spans)

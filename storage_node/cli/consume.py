@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from storage_node.cli.common import silence_stdout
 from storage_node.errors import InvalidArgument, MsgStoreError, Unavailable
 
 PAGE = 1000
@@ -390,12 +391,12 @@ def check_flags(args: argparse.Namespace) -> None:
 
 
 def cmd_consume(args: argparse.Namespace) -> int:
-    from storage_node.cli import _client
+    from storage_node.cli.common import client_of
 
     if args.offset is not None:
         args.offset = parse_offset(args.offset)
     check_flags(args)
-    with _client(args) as client:
+    with client_of(args) as client:
         client.max_retries = 3  # an unreachable partition is reported, not waited for
         consumer = Consumer(args, client)
         code = 0
@@ -407,7 +408,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
         except OSError as exc:
             if exc.errno != errno.EPIPE:
                 raise
-            _quiet_stdout()  # the reader went away: what it got is committed below
+            silence_stdout()  # the reader went away: what it got is committed below
         finally:
             consumer.commit()
         if consumer.unreachable:
@@ -419,12 +420,6 @@ def cmd_consume(args: argparse.Namespace) -> int:
             )
             return code or 1
         return code
-
-
-def _quiet_stdout() -> None:
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
 
 
 def register_consume(sub: Any, parent: argparse.ArgumentParser) -> None:
