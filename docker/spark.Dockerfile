@@ -75,7 +75,7 @@ RUN pyspark_dir=/opt/venv/lib/python3.11/site-packages/pyspark \
  && chmod 0775 /opt/spark/work-dir
 COPY msgstore/ /opt/msgstore/dist/
 # msgstore, then the sample data (its generator is part of msgstore and deterministic).
-RUN pip install -q --no-index --no-deps /opt/msgstore/dist/msgstore-*.whl \
+RUN pip install -q --no-index --find-links /opt/msgstore/dist 'msgstore[spark]' \
  && python3 -c "from storage_node.demo.sample_data import ensure_sample_file; ensure_sample_file('/opt/msgstore/data/orders-sample.jsonl', 100000)" \
  && chmod -R a+rX /opt/msgstore
 COPY jobs/ /opt/msgstore/spark/jobs/
