@@ -9,6 +9,7 @@ of a data directory).
 from __future__ import annotations
 
 import re
+from typing import TypeGuard
 
 from storage_node.errors import InvalidName
 
@@ -18,7 +19,7 @@ NAME_RE = re.compile(NAME_PATTERN)
 NAME_RULE = f"1-{MAX_NAME_LENGTH} of [A-Za-z0-9._-], not '.' or '..'"
 
 
-def is_valid_name(name: object) -> bool:
+def is_valid_name(name: object) -> TypeGuard[str]:
     """True when ``name`` follows the name rule."""
     return isinstance(name, str) and bool(NAME_RE.match(name)) and name not in (".", "..")
 
@@ -29,4 +30,4 @@ def check_name(kind: str, name: object) -> str:
         raise InvalidName(
             f"invalid {kind} name {name!r}: use 1-200 of [A-Za-z0-9._-]", name=str(name)
         )
-    return name  # type: ignore[return-value]
+    return name
