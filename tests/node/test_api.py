@@ -33,6 +33,12 @@ def test_health_ready_metrics(node):
     assert metrics.status_code == 200
     assert "msgstore_http_requests_total" in metrics.text
     assert "msgstore_store_ready 1.0" in metrics.text
+    # what only grows is a counter (rate() works), levels are gauges
+    assert "# TYPE msgstore_store_appended_messages_total counter" in metrics.text
+    assert "msgstore_store_appended_messages_total " in metrics.text
+    assert "# TYPE msgstore_store_log_fsyncs_total counter" in metrics.text
+    assert "# TYPE msgstore_store_topics gauge" in metrics.text
+    assert "# TYPE msgstore_append_durable_seconds histogram" in metrics.text
 
 
 def test_topic_create_repeat_conflict_and_list(node):
