@@ -383,7 +383,7 @@ class CompactReport(Answer):
 
 class Sealed(Answer):
     node: str
-    sealed: Any
+    sealed: list[FileInfo]
 
 
 class Health(Answer):
