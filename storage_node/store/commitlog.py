@@ -41,7 +41,7 @@ from storage_node.formats.record import (
     verified_frame,
 )
 from storage_node.formats.segment_name import segment_name
-from storage_node.store.segment_readers import BlockSegment, RawSegment
+from storage_node.store.segment_readers import RawSegment, SegmentHandle
 
 IOV_MAX = min(1024, os.sysconf("SC_IOV_MAX"))  # pieces one gathering write takes
 FRAME_CACHE = 16  # verified frames kept for reads
@@ -85,9 +85,9 @@ class CommitLog:
         self.max_messages = flush_max_messages
         self.max_bytes = flush_max_bytes
         self.max_age = flush_max_age_ms / 1000.0
-        self.segments: dict[int, RawSegment | BlockSegment] = {}
+        self.segments: dict[int, SegmentHandle] = {}
         self.starts: list[int] = []
-        self.retired: list[tuple[float, RawSegment | BlockSegment]] = []
+        self.retired: list[tuple[float, SegmentHandle]] = []
         self.start_pos = 0  # first position still held (expiry raises it)
         self.end = 0  # next position to hand out (includes the cache)
         self.written_end = 0  # bytes below this are in files
@@ -130,7 +130,7 @@ class CommitLog:
         self._frames: list[tuple[int, int, memoryview]] = []
 
     # ---- setup (recovery) -------------------------------------------------------------
-    def install(self, start: int, handle: RawSegment | BlockSegment) -> None:
+    def install(self, start: int, handle: SegmentHandle) -> None:
         """Register (or replace, atomically for readers) the handle of a segment."""
         with self._cond:
             old = self.segments.get(start)

@@ -49,7 +49,12 @@ from storage_node.store.dedup import DedupTable
 from storage_node.store.key_index_set import KeyIndexSet, is_index_name, name_begin_pos
 from storage_node.store.msg_id_index import MsgIdIndexes
 from storage_node.store.queues import PartitionQueues
-from storage_node.store.segment_readers import BlockSegment, CorruptSegment, RawSegment
+from storage_node.store.segment_readers import (
+    BlockSegment,
+    CorruptSegment,
+    RawSegment,
+    SegmentHandle,
+)
 from storage_node.store.topics import TopicRegistry
 from storage_node.store.types import AppendColumns
 
@@ -156,7 +161,7 @@ class LogLoader:
         for name, state in sorted(states.items()):
             start = int(name)
             path = os.path.join(log.dirs[state], name)
-            handle: RawSegment | BlockSegment | CorruptSegment
+            handle: SegmentHandle
             try:
                 if state == "unsealed":
                     handle = RawSegment(start, path)
@@ -167,7 +172,7 @@ class LogLoader:
             except (CorruptData, OSError, ValueError, KeyError) as exc:
                 report.corrupt_files.append(f"{state}/{name}: {exc}")
                 handle = CorruptSegment(start, state, 0, str(exc))
-            log.install(start, handle)  # type: ignore[arg-type]
+            log.install(start, handle)
         end = ck.log_end if ck is not None else 0
         if not log.starts:
             log.set_end(end)

@@ -173,3 +173,6 @@ class CorruptSegment:
 
     def close(self) -> None:
         pass
+
+
+SegmentHandle = RawSegment | BlockSegment | CorruptSegment
