@@ -14,6 +14,7 @@ from aiohttp import web
 from storage_node.errors import InvalidArgument, InvalidBatch, NotFound
 from storage_node.formats.limits import MAX_LOOKUP, MAX_READ_MESSAGES
 from storage_node.server.app_keys import metrics_of, runtime_of
+from storage_node.server.json_batch import decode_json_batch
 from storage_node.server.params import path_int, query_int, scope_param, topic_param
 from storage_node.server.routes_topics import get_topic_config
 from storage_node.server.runtime import NodeRuntime
@@ -27,7 +28,7 @@ from storage_node.wire.batch_codec import (
     encode_read_answer,
     frame_read_columns,
 )
-from storage_node.wire.message_json import message_to_json, parse_batch_packed, results_json
+from storage_node.wire.message_json import message_to_json, results_json
 
 MAX_READ_BYTES = 64 * 1024 * 1024
 MAX_WAIT_MS = 30_000
@@ -98,11 +99,7 @@ async def produce(request: web.Request) -> web.Response:
                 f"a batch holds at most {rt.settings.max_batch_messages} messages, got {len(batch)}"
             )
     else:
-        try:
-            doc = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise InvalidBatch(f"the body is not valid JSON: {exc}") from None
-        batch, producer_id, sequence = parse_batch_packed(doc, rt.settings.max_batch_messages)
+        batch, producer_id, sequence = decode_json_batch(body, rt.settings.max_batch_messages)
     batch.partitions = _assign_packed_partitions(rt, topic, cfg.partitions, batch)
     value_bytes = batch.values.nbytes
     started = time.perf_counter()
