@@ -23,9 +23,15 @@ import numpy as np
 
 from storage_node.backend.files import ensure_dir, fsync_dir, start_writeback, write_all
 from storage_node.errors import DiskFull, OffsetOutOfRange, Unavailable
-from storage_node.formats.record import Record, decode_row, frame_offset_of_row, verified_frame
+from storage_node.formats.record import (
+    Piece,
+    Record,
+    decode_row,
+    frame_offset_of_row,
+    verified_frame,
+)
 from storage_node.formats.segment import segment_name
-from storage_node.store.segments import BlockSegment, RawSegment
+from storage_node.store.segments import RawSegment, Segment
 
 IOV_MAX = min(1024, os.sysconf("SC_IOV_MAX"))  # pieces one gathering write takes
 FRAME_CACHE = 16  # verified frames kept for reads
@@ -37,7 +43,7 @@ NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 class Chunk:
     pos: int  # log position of the first byte
     seg: int  # start position of the segment it belongs to
-    data: bytes | list[bytes]  # contiguous, or the pieces of whole frames (gathering write)
+    data: bytes | list[Piece]  # contiguous, or the pieces of whole frames (gathering write)
     count: int
     size: int
 
@@ -69,9 +75,9 @@ class CommitLog:
         self.max_messages = flush_max_messages
         self.max_bytes = flush_max_bytes
         self.max_age = flush_max_age_ms / 1000.0
-        self.segments: dict[int, RawSegment | BlockSegment] = {}
+        self.segments: dict[int, Segment] = {}
         self.starts: list[int] = []
-        self.retired: list[tuple[float, RawSegment | BlockSegment]] = []
+        self.retired: list[tuple[float, Segment]] = []
         self.start_pos = 0  # first position still held (expiry raises it)
         self.end = 0  # next position to hand out (includes the cache)
         self.written_end = 0  # bytes below this are in files
@@ -114,7 +120,7 @@ class CommitLog:
         self._frames: list[tuple[int, int, memoryview]] = []
 
     # ---- setup (recovery) -------------------------------------------------------------
-    def install(self, start: int, handle: RawSegment | BlockSegment) -> None:
+    def install(self, start: int, handle: Segment) -> None:
         """Register (or replace, atomically for readers) the handle of a segment."""
         with self._cond:
             old = self.segments.get(start)
@@ -155,7 +161,7 @@ class CommitLog:
             self._syncer.start()
 
     # ---- append path (caller holds the store's append lock) ---------------------------
-    def append(self, data: bytes | list[bytes], sizes: np.ndarray) -> np.ndarray:
+    def append(self, data: bytes | list[Piece], sizes: np.ndarray) -> np.ndarray:
         """Queue ``data`` (whole frames of ``sizes``, contiguous or as a list of pieces);
         returns each frame's position. Frames, not records, are the unit of the log."""
         if self._error is not None:
@@ -384,7 +390,8 @@ class CommitLog:
         """(Flusher, after writing up to ``end``.) Hand the fsync to the syncer thread on a
         descriptor of its own; a newer request replaces an older one (it covers it: a segment
         that was left behind got its fsync when the flusher moved on)."""
-        fd = os.dup(self._write_fd)  # type: ignore[arg-type]
+        assert self._write_fd is not None  # called after a batch was written
+        fd = os.dup(self._write_fd)
         with self._cond:
             old, self._sync_request = self._sync_request, (fd, end)
             self._sync_asked = max(self._sync_asked, end)
@@ -454,11 +461,12 @@ class CommitLog:
         touched: list[tuple[int, int]],
         sync_now: bool = True,
     ) -> None:
+        fd = self._write_fd
         i = 0
         while i < len(batch):
             seg = batch[i].seg
             j = i
-            bufs: list[bytes] = []
+            bufs: list[Piece] = []
             want = 0
             while j < len(batch) and batch[j].seg == seg and len(bufs) < IOV_MAX:
                 c = batch[j]
@@ -468,27 +476,27 @@ class CommitLog:
                     bufs.append(c.data)
                 want += c.size
                 j += 1
-            if seg != self._write_seg:
-                self._open_for_write(seg)
+            if fd is None or seg != self._write_seg:
+                fd = self._open_for_write(seg)
             if not touched or touched[-1][0] != seg:
-                touched.append((seg, os.fstat(self._write_fd).st_size))
+                touched.append((seg, os.fstat(fd).st_size))
             got = 0
             for k in range(0, len(bufs), IOV_MAX):
                 group = bufs[k : k + IOV_MAX]
                 step = sum(map(len, group))
-                done = os.writev(self._write_fd, group)
+                done = os.writev(fd, group)
                 if done != step:
-                    write_all(self._write_fd, b"".join(group)[done:])
+                    write_all(fd, b"".join(group)[done:])
                 got += step
             if not sync_now:  # the device starts now; the coming fsync finds little to do
-                start_writeback(self._write_fd, batch[i].pos - seg, want)
+                start_writeback(fd, batch[i].pos - seg, want)
             self.stats["bytes_written"] += want
             i = j
-        if sync_now:
-            os.fsync(self._write_fd)
+        if sync_now and fd is not None:
+            os.fsync(fd)
             self.stats["fsyncs"] += 1
 
-    def _open_for_write(self, seg: int) -> None:
+    def _open_for_write(self, seg: int) -> int:
         if self._write_fd is not None:
             os.fsync(self._write_fd)
             os.close(self._write_fd)
@@ -496,6 +504,7 @@ class CommitLog:
         self._write_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         fsync_dir(self.dirs["unsealed"])
         self._write_seg = seg
+        return self._write_fd
 
     # ---- reads -----------------------------------------------------------------------
     def _cached(self, pos: int) -> tuple[bytes, int] | None:

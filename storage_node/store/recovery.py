@@ -16,6 +16,7 @@ After a clean shutdown (the checkpoint's ``clean`` flag) nothing is rescanned. O
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -24,9 +25,10 @@ from storage_node.backend.files import fsync_dir, remove_file, remove_temporarie
 from storage_node.errors import CorruptData, InvalidArgument
 from storage_node.formats.checkpoint import Checkpoint
 from storage_node.formats.compressed import decompress_all
+from storage_node.formats.key_index import KeyIndexFile
 from storage_node.formats.keyhash import key_hashes
 from storage_node.formats.msgid import numbered_ids, parse_msg_id
-from storage_node.formats.queue_index import ENTRY_DTYPE, tag_hash
+from storage_node.formats.queue_index import ENTRY_DTYPE, QueueIndex, tag_hash
 from storage_node.formats.record import (
     FLAG_PRODUCER,
     FRAME,
@@ -43,7 +45,7 @@ from storage_node.formats.segment import (
     scan_segment,
 )
 from storage_node.store.keyindex import is_index_name, name_begin_pos
-from storage_node.store.segments import BlockSegment, CorruptSegment, RawSegment
+from storage_node.store.segments import BlockSegment, CorruptSegment, RawSegment, Segment
 from storage_node.store.types import AppendColumns
 
 if TYPE_CHECKING:
@@ -52,12 +54,14 @@ if TYPE_CHECKING:
 STATES = ("unsealed", "compacted", "uploaded")
 
 
-def resolve_states(dirs: dict[str, str], valid_name: object, report: dict) -> dict[str, str]:
+def resolve_states(
+    dirs: dict[str, str], valid_name: Callable[[str], bool], report: dict
+) -> dict[str, str]:
     """Map each file name to its furthest state, deleting copies left in earlier folders."""
     found: dict[str, list[str]] = {}
     for state in STATES:
         for name in os.listdir(dirs[state]):
-            if valid_name(name):  # type: ignore[operator]
+            if valid_name(name):
                 found.setdefault(name, []).append(state)
     out = {}
     for name, states in found.items():
@@ -107,6 +111,7 @@ def _recover_segments(store: Store, ck: Checkpoint | None, clean: bool, report: 
     for name, state in sorted(states.items()):
         start = int(name)
         path = os.path.join(log.dirs[state], name)
+        handle: Segment
         try:
             if state == "unsealed":
                 handle = RawSegment(start, path)
@@ -169,11 +174,12 @@ def _recover_key_indexes(store: Store, ck: Checkpoint | None, clean: bool, repor
             report["corrupt_files"].append(f"index/{state}/{name}: {exc}")
             continue
         kx.install(name, state, handle)
-        if name == ck_name and state == "unsealed":
+        # the checkpoint's unsealed file (open_local opens every unsealed one as a KeyIndexFile)
+        if ck is not None and name == ck_name and isinstance(handle, KeyIndexFile):
             if not clean:
-                handle.truncate_to(ck.key_index_count)  # type: ignore[union-attr]
-            if not handle.full:  # type: ignore[union-attr]
-                kx.active = handle  # type: ignore[assignment]
+                handle.truncate_to(ck.key_index_count)
+            if not handle.full:
+                kx.active = handle
 
 
 def _recover_queues(store: Store, ck: Checkpoint | None, clean: bool) -> None:
@@ -186,17 +192,17 @@ def _recover_queues(store: Store, ck: Checkpoint | None, clean: bool) -> None:
             store.queue(cfg.name, p, nxt)
 
 
-def adjust_first_offset(store: Store, q: object) -> None:
+def adjust_first_offset(store: Store, q: QueueIndex) -> None:
     """Raise a queue's first offset past entries whose records expired with their segment."""
     start = store.log.start_pos
-    lo, hi = q.first_offset, q.next_offset  # type: ignore[attr-defined]
+    lo, hi = q.first_offset, q.next_offset
     while lo < hi:
         mid = (lo + hi) // 2
-        if q.entries(mid, 1)[0][0] >= start:  # type: ignore[attr-defined]
+        if q.entries(mid, 1)[0][0] >= start:
             hi = mid
         else:
             lo = mid + 1
-    q.drop_before(lo)  # type: ignore[attr-defined]
+    q.drop_before(lo)
 
 
 def _segment_bytes(handle: object) -> bytes:
@@ -319,20 +325,20 @@ def _index_frames(store: Store, frames: list[tuple[memoryview, int]], covered: i
     return total
 
 
-def _replay_queue(q: object, qoffs: np.ndarray, entries: np.ndarray) -> None:
+def _replay_queue(q: QueueIndex, qoffs: np.ndarray, entries: np.ndarray) -> None:
     """Append the entries a partition does not hold yet; offsets lost to mid-file
     corruption before them become empty entries (reads report them)."""
-    nxt = q.next_offset  # type: ignore[attr-defined]
+    nxt = q.next_offset
     keep = qoffs >= nxt
     qoffs, entries = qoffs[keep], entries[keep]
     if not len(qoffs):
         return
     if int(qoffs[0]) == nxt and int(qoffs[-1]) == nxt + len(qoffs) - 1:
-        q.append(entries)  # type: ignore[attr-defined]
+        q.append(entries)
         return
     filled = np.zeros(int(qoffs.max()) - nxt + 1, dtype=ENTRY_DTYPE)
     filled[qoffs - nxt] = entries
-    q.append(filled)  # type: ignore[attr-defined]
+    q.append(filled)
 
 
 def _replay_ids(store: Store, ids: bytes, lens: np.ndarray, positions: np.ndarray) -> None:

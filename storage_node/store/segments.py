@@ -159,3 +159,7 @@ class CorruptSegment:
 
     def close(self) -> None:
         pass
+
+
+# What the log holds for each segment start.
+Segment = RawSegment | BlockSegment | CorruptSegment
