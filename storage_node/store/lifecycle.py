@@ -138,9 +138,21 @@ def open_sealed(store: Store, kind: str, name: str) -> bytes:
     info = {(f.kind, f.name): f for f in sealed_files(store)}.get((kind, name))
     if info is None:
         raise NotFound(f"no sealed {kind} named {name!r}", name=name)
+    return _sealed_bytes(store, kind, name)
+
+
+def _sealed_bytes(store: Store, kind: str, name: str) -> bytes:
+    """A sealed file's bytes: a raw segment, or a trimmed IndexFile image (NotFound once
+    it has been compacted)."""
     if kind == "segment":
-        return store.log.segments[int(name)].read_all()  # type: ignore[union-attr]
-    return store.keyidx.files[name].trimmed_bytes()  # type: ignore[union-attr]
+        segment = store.log.segments[int(name)]
+        if isinstance(segment, RawSegment):
+            return segment.read_all()
+    else:
+        index = store.keyidx.files[name]
+        if isinstance(index, KeyIndexFile):
+            return index.trimmed_bytes()
+    raise NotFound(f"no sealed {kind} named {name!r}", name=name)
 
 
 def _install_segment(store: Store, start: int, data: bytes) -> FileInfo:
@@ -169,9 +181,9 @@ def _install_key_index(store: Store, name: str, data: bytes) -> FileInfo:
 def compact_file(store: Store, info: FileInfo) -> FileInfo:
     if info.kind == "segment":
         start = int(info.name)
-        raw = store.log.segments[start].read_all()  # type: ignore[union-attr]
+        raw = _sealed_bytes(store, info.kind, info.name)
         return _install_segment(store, start, compact_segment_bytes(raw, _compress_segments(store)))
-    raw = store.keyidx.files[info.name].trimmed_bytes()  # type: ignore[union-attr]
+    raw = _sealed_bytes(store, info.kind, info.name)
     return _install_key_index(store, info.name, compact_key_index_bytes(raw))
 
 
