@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from storage_node.backend.files import ensure_dir, fsync_dir, start_writeback, write_all
-from storage_node.errors import DiskFull, OffsetOutOfRange, Unavailable
+from storage_node.errors import DiskFull, MsgStoreError, OffsetOutOfRange, Unavailable
 from storage_node.formats.record import (
     Piece,
     Record,
@@ -104,7 +104,7 @@ class CommitLog:
         self.fsync_bytes = fsync_bytes  # async: also fsync once this much is unsynced
         self._last_fsync = time.monotonic()
         self._closing = False
-        self._error: Exception | None = None
+        self._error: MsgStoreError | None = None
         self._write_fd: int | None = None
         self._write_seg = -1
         self._thread: threading.Thread | None = None
@@ -219,7 +219,7 @@ class CommitLog:
                 self._kick.notify()
         return positions
 
-    def abandon(self, pos: int, error: Exception) -> None:
+    def abandon(self, pos: int, error: MsgStoreError) -> None:
         """Stop after a failed append: drop the cached bytes from ``pos`` on (not yet taken by
         a flush) and keep ``error`` until the store recovers in place (see Store)."""
         with self._cond:

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Sequence
 from operator import attrgetter
+from typing import Any
 
 import numpy as np
 
@@ -132,7 +133,9 @@ class Store:
         configured = open_object_store(config.object_store_url) if config.object_store_url else None
         root = self.root = os.path.abspath(config.data_dir)
         ensure_dir(root)
-        self._lock_fd = os.open(os.path.join(root, "LOCK"), os.O_RDWR | os.O_CREAT, 0o644)
+        self._lock_fd: int | None = os.open(
+            os.path.join(root, "LOCK"), os.O_RDWR | os.O_CREAT, 0o644
+        )
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -214,7 +217,13 @@ class Store:
             if self.log._error is None:
                 return
             error = self.log._error
-            for part in (self.log, self.keyidx, self.msgids, *self.queues.values()):
+            parts: list[CommitLog | KeyIndexSet | MsgIdIndexes | QueueIndex] = [
+                self.log,
+                self.keyidx,
+                self.msgids,
+                *self.queues.values(),
+            ]
+            for part in parts:
                 try:
                     part.close()
                 except OSError:
@@ -375,13 +384,20 @@ class Store:
         if set(map(type, messages)) != {MessageIn}:
             i = next(i for i, m in enumerate(messages) if type(m) is not MessageIn)
             raise InvalidBatch(f"message {i} is not a MessageIn", index=i)
-        columns = [list(c) for c in zip(*map(_FIELDS, messages), strict=True)]
+        values, keys, tags, msg_ids, timestamps, partitions = (
+            list(c) for c in zip(*map(_FIELDS, messages), strict=True)
+        )
         return self.append_columns(
             topic,
-            *columns,
+            values,
+            keys,
+            tags,
+            msg_ids,
+            timestamps,
+            partitions,
             producer_id,
             sequence,
-            partitions_allowed,  # type: ignore[arg-type]
+            partitions_allowed,
         ).results()
 
     def append_columns(
@@ -618,13 +634,13 @@ class Store:
         )
 
     def submit_columns(
-        self, topic: str, values: Sequence[bytes], *args: object, **kwargs: object
+        self, topic: str, values: Sequence[bytes], *args: Any, **kwargs: Any
     ) -> concurrent.futures.Future[AppendColumns]:
         """``append_columns`` without blocking the caller (same arguments)."""
         return self._executor().submit(self.append_columns, topic, values, *args, **kwargs)
 
     def submit_packed(
-        self, topic: str, batch: PackedBatch, *args: object, **kwargs: object
+        self, topic: str, batch: PackedBatch, *args: Any, **kwargs: Any
     ) -> concurrent.futures.Future[AppendColumns]:
         """``append_packed`` without blocking the caller (same arguments)."""
         return self._executor().submit(self.append_packed, topic, batch, *args, **kwargs)
@@ -681,8 +697,9 @@ class Store:
         for t in tickets:  # one by one: each its own errors and partitions_allowed
             try:
                 t.batch = pack_batches([t.batch])
-                prepared = prepare(cfg, t.batch, t.allowed, limit)
-                self._check_given_ids(prepared, taken)
+                candidate = prepare(cfg, t.batch, t.allowed, limit)
+                self._check_given_ids(candidate, taken)
+                prepared = candidate  # only an accepted batch: a refused one is never written
                 good.append(t)
             except Exception as exc:  # that caller's error alone
                 t.error = exc

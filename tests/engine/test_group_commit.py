@@ -420,3 +420,42 @@ def test_a_closed_store_says_so_before_judging_the_lists(store: Store) -> None:
     store.close()
     with pytest.raises(Unavailable):
         store.append_columns("orders", [b"a", b"b"], keys=["only one"])
+
+
+def test_a_taken_message_id_last_in_a_group_leaves_the_others_batch_alone(
+    store: Store,
+) -> None:
+    """The last batch of a group repeats a stored message ID: it alone is refused (409),
+    and the good batch before it is written with its own values, not the refused ones."""
+    from storage_node.errors import DuplicateMessageId
+
+    taken = "shop-0a010101-431699-7"
+    store.append_columns("orders", [b"first"], msg_ids=[taken])
+    calls = [
+        {"topic": "orders", "values": [b"good"]},
+        {"topic": "orders", "values": [b"refused"], "msg_ids": [taken]},
+    ]
+    out: list[AppendColumns | BaseException | None] = [None] * len(calls)
+
+    def run(i: int) -> None:
+        try:
+            out[i] = store.append_columns(**calls[i])
+        except BaseException as exc:  # the test inspects it
+            out[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    with store._lock:  # queued one after the other: the refused batch is the group's last
+        for i, t in enumerate(threads):
+            t.start()
+            deadline = time.monotonic() + 10
+            while len(store._pending) <= i and time.monotonic() < deadline:
+                time.sleep(0.001)
+        assert len(store._pending) == len(calls), "the producers did not queue up"
+    for t in threads:
+        t.join()
+    good, refused = out
+    assert isinstance(refused, DuplicateMessageId)
+    assert isinstance(good, AppendColumns) and len(good) == 1
+    assert store.get_message(good.msg_ids[0]).value == b"good"
+    assert store.get_message(taken).value == b"first"
+    assert sum(n for _f, n in store.partition_offsets("orders")) == 2
