@@ -169,6 +169,7 @@ class Store:
         self._maint_thread: threading.Thread | None = None
         self.recovery_report: dict = {}
         self.saved_checkpoint: Checkpoint | None = None  # the last one on disk
+        self.last_errors: dict[str, str] = {}  # last_spare_error, last_maintenance_error
         self.counters = {
             "appended_messages": 0,
             "appended_bytes": 0,
@@ -307,7 +308,7 @@ class Store:
             self.keyidx.prepare_spare()
         except OSError as exc:
             self.counters["spare_errors"] = self.counters.get("spare_errors", 0) + 1
-            self.counters["last_spare_error"] = str(exc)  # type: ignore[assignment]
+            self.last_errors["last_spare_error"] = str(exc)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -334,7 +335,7 @@ class Store:
                     next_ckpt = time.monotonic() + self.config.checkpoint_interval_s
             except Exception as exc:  # keep serving; surface the problem in stats
                 self.counters["maintenance_errors"] = self.counters.get("maintenance_errors", 0) + 1
-                self.counters["last_maintenance_error"] = repr(exc)  # type: ignore[assignment]
+                self.last_errors["last_maintenance_error"] = repr(exc)
 
     # ---- topics ---------------------------------------------------------------------
     def create_topic(self, config: TopicConfig) -> bool:
@@ -476,7 +477,8 @@ class Store:
             raise
         if ticket.error is not None:
             raise ticket.error
-        return ticket.result  # type: ignore[return-value]
+        assert ticket.result is not None  # answered: a result or an error
+        return ticket.result
 
     def _lead(self) -> None:
         """Write the waiting batches, the leader's own among them, and hand the lead on.
@@ -593,9 +595,10 @@ class Store:
             try:
                 self._check_open()
                 for t in group:
-                    if t.producer_id is not None:
+                    # (producer id and sequence come together: _start_append)
+                    if t.producer_id is not None and t.sequence is not None:
                         key = (t.producer_id, t.sequence)
-                        previous = self.dedup.get(*key)  # type: ignore[arg-type]
+                        previous = self.dedup.get(*key)
                         if previous is not None:
                             self.counters["duplicate_batches"] += 1
                             t.result = previous
@@ -604,11 +607,11 @@ class Store:
                             self.counters["duplicate_batches"] += 1
                             repeats.append((t, seen[key]))
                             continue
-                        seen[key] = t  # type: ignore[index]
+                        seen[key] = t
                     fresh.append(t)
                 fresh, prep = self._prepare_group(group[0].cfg, fresh)
-                if fresh:
-                    results = self._append_locked(group[0].cfg, prep, fresh)  # type: ignore[arg-type]
+                if fresh and prep is not None:  # a good ticket has its batch prepared
+                    results = self._append_locked(group[0].cfg, prep, fresh)
                     for t, result in zip(fresh, results, strict=True):
                         t.result = result
                 for t, first in repeats:
@@ -672,9 +675,9 @@ class Store:
         if self.log._error is not None:
             self._resume_after_write_error()
         if producer_id is not None or sequence is not None:
-            check_name("producer", producer_id)
+            producer = check_name("producer", producer_id)
             _check_int("sequence", sequence, 0, 2**63 - 1)
-            if len(producer_id.encode()) > MAX_PRODUCER_BYTES:  # type: ignore[union-attr]
+            if len(producer.encode()) > MAX_PRODUCER_BYTES:
                 raise InvalidArgument(f"producer id longer than {MAX_PRODUCER_BYTES} bytes")
         return cfg
 
@@ -793,7 +796,12 @@ class Store:
             )
         born = store_ms if prep.born is None else np.where(prep.born < 0, store_ms, prep.born)
         producers = [
-            (count, (t.producer_id.encode(), t.sequence) if t.producer_id is not None else None)
+            (
+                count,
+                (t.producer_id.encode(), t.sequence)
+                if t.producer_id is not None and t.sequence is not None
+                else None,
+            )
             for t, count in zip(tickets, counts, strict=True)
         ]
         encoded = encode_frames(
@@ -806,7 +814,7 @@ class Store:
             batch.tags,
             ids,
             batch.values,
-            batches=producers,  # type: ignore[arg-type]
+            batches=producers,
         )
         frame_pos = self.log.append(encoded.pieces, encoded.frame_sizes)
         positions = encoded.row_offsets + int(frame_pos[0])
@@ -822,8 +830,8 @@ class Store:
             for p, a, b in groups:
                 self.queue(topic, p).append(entries[a:b])
             if prep.hashes is not None:
-                keyed = prep.keyed
-                if bool(keyed.all()):  # type: ignore[union-attr]
+                keyed = prep.keyed  # computed with the hashes (prepare)
+                if keyed is None or bool(keyed.all()):
                     self.keyidx.add(prep.hashes, positions, store_ms)
                 else:
                     self.keyidx.add(prep.hashes[keyed], positions[keyed], store_ms)
@@ -844,8 +852,8 @@ class Store:
             raise error from exc
         results = split_results(parr, qarr, ids, counts)
         for t, result in zip(tickets, results, strict=True):
-            if t.producer_id is not None:
-                self.dedup.put(t.producer_id, t.sequence, result)  # type: ignore[arg-type]
+            if t.producer_id is not None and t.sequence is not None:
+                self.dedup.put(t.producer_id, t.sequence, result)
         c = self.counters
         c["appended_messages"] += n
         c["appended_bytes"] += prep.total
@@ -1155,6 +1163,7 @@ class Store:
     def stats(self) -> dict:
         files = self.list_files()
         out: dict = dict(self.counters)
+        out.update(self.last_errors)
         out.update({f"log_{k}": v for k, v in self.log.stats.items()})
         out["log_start"] = self.log.start_pos
         out["log_end"] = self.log.end
