@@ -73,4 +73,4 @@ kind-down:
 	bash scripts/kind-down.sh
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache
