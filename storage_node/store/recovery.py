@@ -98,6 +98,9 @@ def recover(store: Store) -> dict:
         store.dedup.end_replay()
     for q in store.queues.values():
         adjust_first_offset(store, q)
+    from storage_node.store.topic_admin import purge_leftovers
+
+    report["deleted_topics_purged"] = purge_leftovers(store)
     return report
 
 
@@ -179,8 +182,11 @@ def _recover_key_indexes(store: Store, ck: Checkpoint | None, clean: bool, repor
 def _recover_queues(store: Store, ck: Checkpoint | None, clean: bool) -> None:
     saved = ck.queues if ck is not None else {}
     for cfg in store.topics.all():
+        mine = saved.get(cfg.name, {})
+        if ck is not None and ck.log_end < store.topics.floor(cfg.name):
+            mine = {}  # saved before the topic was deleted: the old incarnation's offsets
         for p in range(cfg.partitions):
-            nxt = saved.get(cfg.name, {}).get(str(p))
+            nxt = mine.get(str(p))
             if nxt is None and not clean:
                 nxt = 0  # topic created after the checkpoint: every record of it is replayed
             store.queue(cfg.name, p, nxt)
@@ -289,6 +295,12 @@ def _index_frames(store: Store, frames: list[tuple[memoryview, int]], covered: i
             tags.append((total + i, tag_hash(bytes(frame[toff : toff + taglen]))))
         total += count
     if topic not in store.topics.topics:
+        return total
+    floor = store.topics.floor(topic)
+    if frames[-1][1] < floor:  # a deleted incarnation of the topic: never indexed again
+        return total
+    if frames[0][1] < floor:
+        _index_frames(store, [f for f in frames if f[1] >= floor], covered)
         return total
     rows = rows_parts[0] if len(rows_parts) == 1 else np.concatenate(rows_parts)
     positions = pos_parts[0] if len(pos_parts) == 1 else np.concatenate(pos_parts)

@@ -330,12 +330,31 @@ class Store:
     # ---- topics ---------------------------------------------------------------------
     def create_topic(self, config: TopicConfig) -> bool:
         self._check_open()
+        from storage_node.store.topic_admin import clear_leftovers
+
         with self._lock:
             created = self.topics.create(config)
             cfg = self.topics.get(config.name)
+            if created and config.name in self.topics.deleted:
+                clear_leftovers(self, cfg.name)  # of a deleted incarnation (a crash mid-delete)
             for p in range(cfg.partitions):
                 self.queue(cfg.name, p)
             return created
+
+    def delete_topic(self, name: str) -> TopicConfig:
+        """Delete a topic: gone from listings, its records unreachable, its groups' offsets
+        dropped; a topic created again under the name starts empty (see topic_admin.py)."""
+        from storage_node.store.topic_admin import delete_topic
+
+        self._check_open()
+        return delete_topic(self, name)
+
+    def add_partitions(self, name: str, partitions: int) -> TopicConfig:
+        """Raise a topic's partition count (only up; see topic_admin.py); the new config."""
+        from storage_node.store.topic_admin import add_partitions
+
+        self._check_open()
+        return add_partitions(self, name, partitions)
 
     def get_topic(self, name: str) -> TopicConfig:
         return self.topics.get(name)
@@ -576,6 +595,7 @@ class Store:
             seen: dict[tuple[str, int], Ticket] = {}
             try:
                 self._check_open()
+                cfg = self.topics.get(group[0].cfg.name)  # current: deleted, or grown
                 for t in group:
                     if t.producer_id is not None:
                         key = (t.producer_id, t.sequence)
@@ -590,9 +610,9 @@ class Store:
                             continue
                         seen[key] = t  # type: ignore[index]
                     fresh.append(t)
-                fresh, prep = self._prepare_group(group[0].cfg, fresh)
+                fresh, prep = self._prepare_group(cfg, fresh)
                 if fresh:
-                    results = self._append_locked(group[0].cfg, prep, fresh)  # type: ignore[arg-type]
+                    results = self._append_locked(cfg, prep, fresh)  # type: ignore[arg-type]
                     for t, result in zip(fresh, results, strict=True):
                         t.result = result
                 for t, first in repeats:
@@ -714,11 +734,13 @@ class Store:
         if pos is None or not self.log.start_pos <= pos < self.log.end:
             return False
         try:
-            return bool(self.log.read(pos).msg_id == str(mid))
+            rec = self.log.read(pos)
         except CorruptData:
             # no record row at ``pos``: an index entry left by a batch a crash cut off (its
             # position was handed out again), so the ID is not stored there
             return False
+        # an ID of a deleted topic's record is free again
+        return rec.msg_id == str(mid) and self.topics.visible(rec.topic, pos)
 
     def _append_locked(
         self, cfg: TopicConfig, prep: Prepared, tickets: list[Ticket]
@@ -1006,7 +1028,12 @@ class Store:
             if pos < start or pos >= end:
                 continue
             rec = self.log.read(pos)
-            if rec.key == key and rec.topic == topic and begin_ms <= rec.store_ms <= end_ms:
+            if (
+                rec.key == key
+                and rec.topic == topic
+                and begin_ms <= rec.store_ms <= end_ms
+                and self.topics.visible(topic, pos)
+            ):
                 out.append(to_message(rec))
                 if len(out) >= max_count:
                     return LookupResult(out, True)
@@ -1020,7 +1047,7 @@ class Store:
         if pos is None or not self.log.start_pos <= pos < self.log.end:
             raise NotFound(f"no message with ID {msg_id!r}", msg_id=msg_id)
         rec = self.log.read(pos)
-        if rec.msg_id != msg_id:
+        if rec.msg_id != msg_id or not self.topics.visible(rec.topic, pos):
             raise NotFound(f"no message with ID {msg_id!r}", msg_id=msg_id)
         return to_message(rec)
 
