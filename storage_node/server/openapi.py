@@ -50,7 +50,8 @@ ERRORS = {
     "401": "missing or invalid bearer token",
     "403": "the token may only read",
     "404": "unknown topic, message or file",
-    "409": "a topic exists with another configuration, or a message ID is already taken",
+    "409": "a topic exists with another configuration, a message ID is already taken, or "
+    "the operator manages the cluster's topics",
     "413": "body or message larger than the limit",
     "415": "unsupported body content type",
     "421": "another node owns the partition; 'owner' holds its address",
@@ -135,6 +136,27 @@ SCHEMAS: dict[str, Any] = {
                 "additionalProperties": {"type": "string"},
                 "description": "(create) nodes left out of a new topic because they were "
                 "not ready, with the reason",
+            },
+        },
+    },
+    "TopicPartitions": {
+        "type": "object",
+        "description": "the topic's new partition count (only up; the same count changes nothing)",
+        "required": ["partitions"],
+        "additionalProperties": False,
+        "properties": {"partitions": {"type": "integer", "minimum": 1, "maximum": 1024}},
+    },
+    "TopicDeleted": {
+        "type": "object",
+        "required": ["name", "deleted", "pending_nodes"],
+        "properties": {
+            "name": {"type": "string"},
+            "deleted": {"type": "boolean"},
+            "pending_nodes": {
+                "type": "object",
+                "additionalProperties": {"type": "string"},
+                "description": "nodes that did not answer, with the reason; each deletes its "
+                "copy when it next reads the routing table",
             },
         },
     },
@@ -304,6 +326,17 @@ SCHEMAS: dict[str, Any] = {
                 },
             },
             "topics": {"type": "object", "additionalProperties": _ref("Topic")},
+            "deleted_topics": {
+                "type": "object",
+                "description": "deleted topics whose copies some nodes still have to delete",
+                "additionalProperties": {
+                    "type": "object",
+                    "properties": {
+                        "generation": {"type": "integer"},
+                        "pending": {"type": "array", "items": {"type": "string"}},
+                    },
+                },
+            },
         },
     },
     "FileInfo": {
@@ -409,6 +442,53 @@ def _paths() -> dict[str, Any]:
                 "responses": {
                     "200": _ok("the topic", _ref("TopicDetail")),
                     **_errors("400", "404", "503", "401"),
+                },
+            },
+            "delete": {
+                "summary": "delete a topic on every node (scope=local: this node's copy only)",
+                "description": (
+                    "The topic leaves the listings; its messages are no longer served by "
+                    "offset, key, message ID or time and the consumer groups' offsets for it "
+                    "are dropped. A topic created again under the name starts empty. The "
+                    "bytes are reclaimed when retention or compaction removes their segments."
+                ),
+                "parameters": [TOPIC, SCOPE],
+                "responses": {
+                    "200": _ok("deleted", _ref("TopicDeleted")),
+                    **_errors("400", "404", "409", "503", "507", *V1),
+                },
+            },
+        },
+        "/v1/topics/{topic}/partitions": {
+            "post": {
+                "summary": "add partitions to a topic (scope=local: this node's copy only)",
+                "description": (
+                    "New partitions start at offset 0 and existing ones keep their data; keyed "
+                    "messages produced afterwards map to key_hash(key) % the new count."
+                ),
+                "parameters": [TOPIC, SCOPE],
+                "requestBody": {"required": True, "content": _json(_ref("TopicPartitions"))},
+                "responses": {
+                    "200": _ok(
+                        "the topic with its new count",
+                        {
+                            "allOf": [
+                                _ref("Topic"),
+                                {
+                                    "type": "object",
+                                    "required": ["previous_partitions", "pending_nodes"],
+                                    "properties": {
+                                        "previous_partitions": {"type": "integer"},
+                                        "pending_nodes": {
+                                            "type": "object",
+                                            "additionalProperties": {"type": "string"},
+                                        },
+                                    },
+                                },
+                            ]
+                        },
+                    ),
+                    **_errors("400", "404", "409", "413", "503", "507", *V1),
                 },
             }
         },
