@@ -8,35 +8,23 @@ segments; lookups by key and message ID skip them (``TopicRegistry.visible``) an
 never re-indexes them, so nothing of the old topic comes back under the same name.
 
 A crash between the registry rewrite and the removal of the queue folders or offsets leaves
-them behind; ``purge_leftovers`` (recovery) and ``clear_leftovers`` (a new topic) remove them.
+them behind; ``purge_leftovers`` (at open) and ``clear_leftovers`` (a new topic) remove them.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 from typing import TYPE_CHECKING
 
-from storage_node.backend.files import fsync_dir
 from storage_node.store.types import TopicConfig
 
 if TYPE_CHECKING:
     from storage_node.store.store import Store
 
 
-def _queue_root(store: Store, name: str) -> str:
-    return os.path.join(store.root, "queues", name)
-
-
 def clear_leftovers(store: Store, name: str) -> None:
     """Remove what a deleted incarnation of ``name`` may have left (append lock held, the
-    topic not in the registry): queue index folders and committed offsets."""
-    for key in [k for k in store.queues if k[0] == name]:
-        store.queues.pop(key).close()
-    path = _queue_root(store, name)
-    if os.path.isdir(path):
-        shutil.rmtree(path)
-        fsync_dir(os.path.dirname(path))
+    topic not in the registry): queue indexes and committed offsets."""
+    store.queues.remove_topic(name)
     store.offsets.drop_topic(name)
 
 
@@ -57,22 +45,18 @@ def add_partitions(store: Store, name: str, partitions: int) -> TopicConfig:
         old = store.topics.get(name)
         cfg = store.topics.grow(name, partitions)
         for p in range(old.partitions, cfg.partitions):
-            path = os.path.join(_queue_root(store, name), str(p))
-            if os.path.isdir(path):  # a leftover (see clear_leftovers): the partition is new
-                store.queues.pop((name, p), None)
-                shutil.rmtree(path)
             store.queue(name, p)
     return cfg
 
 
 def purge_leftovers(store: Store) -> list[str]:
-    """(Recovery.) Remove leftovers of deleted topics and forget the tombstones whose
-    records the log no longer holds; returns the names whose leftovers were removed."""
+    """(Open.) Remove leftovers of deleted topics and forget the tombstones whose records
+    the log no longer holds; returns the names whose leftovers were removed."""
     purged = []
     for name in list(store.topics.deleted):
         if name in store.topics.topics:
             continue
-        if os.path.isdir(_queue_root(store, name)) or store.offsets.has_topic(name):
+        if store.queues.has_folder(name) or store.offsets.has_topic(name):
             clear_leftovers(store, name)
             purged.append(name)
     store.topics.forget_tombstones(store.log.start_pos)

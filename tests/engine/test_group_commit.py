@@ -34,9 +34,9 @@ def grouped(store: Store, calls: list) -> list[AppendColumns | BaseException]:
         for t in threads:
             t.start()
         deadline = time.monotonic() + 10
-        while len(store._pending) < len(calls) and time.monotonic() < deadline:
+        while store.group_commit.queued() < len(calls) and time.monotonic() < deadline:
             time.sleep(0.001)
-        assert len(store._pending) == len(calls), "the producers did not queue up"
+        assert store.group_commit.queued() == len(calls), "the producers did not queue up"
     for t in threads:
         t.join()
     return out  # type: ignore[return-value]
@@ -329,7 +329,7 @@ def test_a_producer_interrupted_in_the_queue_leaves_it(tmp_path) -> None:
 
     def interrupt_when_queued() -> None:
         deadline = time.monotonic() + 10
-        while len(store._pending) < 2 and time.monotonic() < deadline:
+        while store.group_commit.queued() < 2 and time.monotonic() < deadline:
             time.sleep(0.001)
         time.sleep(0.05)  # the producer is asleep in its wait by now
         os.kill(os.getpid(), signal.SIGINT)
@@ -339,7 +339,7 @@ def test_a_producer_interrupted_in_the_queue_leaves_it(tmp_path) -> None:
     try:
         with pytest.raises(KeyboardInterrupt):
             store.append_columns("orders", [b"interrupted"])
-        assert len(store._pending) == 1  # only the leader's own batch waits
+        assert store.group_commit.queued() == 1  # only the leader's own batch waits
     finally:
         timer.join()
         release.set()
@@ -381,7 +381,7 @@ def test_an_interrupt_during_the_leaders_own_fsync(tmp_path, monkeypatch) -> Non
     monkeypatch.setattr(commitlog, "os", InterruptedFsync())
     with pytest.raises(KeyboardInterrupt):
         store.append_columns("orders", [b"interrupted"])
-    assert not store.log._in_flush and not store._leading
+    assert not store.log.in_flush and not store.group_commit.leading
 
     after: list[AppendColumns] = []
     producer = threading.Thread(

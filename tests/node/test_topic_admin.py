@@ -344,3 +344,32 @@ def test_delete_while_a_node_is_down_completes_when_it_returns(cluster):
     assert consume_cli(ep, "spread") == []
     detail = json.loads(run("topic", "describe", "spread", *ep).stdout)
     assert detail["messages"] == 0 and detail["unreachable_nodes"] == []
+
+
+def test_sync_and_async_clients_delete_and_add_partitions(node_factory):
+    import asyncio
+
+    from storage_node.client import AsyncClient, Client
+    from storage_node.errors import InvalidArgument, UnknownTopic
+
+    n = node_factory("clients")
+    with Client(n.address) as client:
+        client.create_topic("c", 1)
+        assert client.add_partitions("c", 3)["partitions"] == 3
+        with pytest.raises(InvalidArgument):
+            client.add_partitions("c", 2)
+        assert client.delete_topic("c")["deleted"] is True
+        with pytest.raises(UnknownTopic):
+            client.delete_topic("c")
+
+    async def main() -> None:
+        async with AsyncClient(n.address) as client:
+            await client.create_topic("a", 2)
+            grown = await client.add_partitions("a", 4)
+            assert grown["partitions"] == 4 and grown["previous_partitions"] == 2
+            assert (await client.delete_topic("a"))["pending_nodes"] == {}
+            with pytest.raises(UnknownTopic):
+                await client.add_partitions("a", 5)
+            assert await client.list_topics() == []
+
+    asyncio.run(main())

@@ -21,8 +21,8 @@ import numpy as np
 
 from storage_node.backend.files import ensure_dir, remove_file
 from storage_node.backend.objectstore import ObjectStore
-from storage_node.formats.key_index import KeyIndexFile
 from storage_node.formats.key_index_compacted import CompactedKeyIndex
+from storage_node.formats.key_index_file import KeyIndexFile
 from storage_node.store.pinned import pinned_reader
 
 KeyIndexHandle = KeyIndexFile | CompactedKeyIndex

@@ -14,7 +14,7 @@ from collections import OrderedDict
 import numpy as np
 
 from storage_node.backend.files import ensure_dir
-from storage_node.formats.msgid import MessageId, MsgIdIndexFile, hour_folder
+from storage_node.formats.message_id import MessageId, MsgIdIndexFile, hour_folder
 
 MAX_OPEN = 64
 
@@ -59,13 +59,6 @@ class MsgIdIndexes:
                 first = f.next_seq(ip) if f is not None else 0
             self._next[key] = first + n
             return first
-
-    def note_seq(self, app: str, hour: int, seq: int) -> None:
-        """Keep node-assigned numbers above one seen during replay."""
-        with self._lock:
-            key = (app, hour)
-            if key in self._next and self._next[key] <= seq:
-                self._next[key] = seq + 1
 
     def reserve(self, app: str, hour: int, ip: int, seq: int) -> None:
         """Keep node-assigned numbers of (app, hour) above ``seq`` (a producer-supplied ID
