@@ -32,8 +32,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from storage_node.backend.files import ensure_dir, fsync_dir, start_writeback, write_all
-from storage_node.errors import DiskFull, InvalidArgument, OffsetOutOfRange, Unavailable
+from storage_node.errors import (
+    DiskFull,
+    InvalidArgument,
+    MsgStoreError,
+    OffsetOutOfRange,
+    Unavailable,
+)
 from storage_node.formats.record import (
+    Piece,
     Record,
     decode_row,
     frame_offset_of_row,
@@ -53,7 +60,7 @@ NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 class Chunk:
     pos: int  # log position of the first byte
     seg: int  # start position of the segment it belongs to
-    data: bytes | list[bytes]  # contiguous, or the pieces of whole frames (gathering write)
+    data: bytes | list[Piece]  # contiguous, or the pieces of whole frames (gathering write)
     count: int
     size: int
 
@@ -114,7 +121,7 @@ class CommitLog:
         self.fsync_bytes = fsync_bytes  # async: also fsync once this much is unsynced
         self._last_fsync = time.monotonic()
         self._closing = False
-        self._error: Exception | None = None
+        self._error: MsgStoreError | None = None
         self._write_fd: int | None = None
         self._write_seg = -1
         self._thread: threading.Thread | None = None
@@ -171,7 +178,7 @@ class CommitLog:
             self._syncer.start()
 
     # ---- append path (caller holds the store's append lock) ---------------------------
-    def append(self, data: bytes | list[bytes], sizes: np.ndarray) -> np.ndarray:
+    def append(self, data: bytes | list[Piece], sizes: np.ndarray) -> np.ndarray:
         """Queue ``data`` (whole frames of ``sizes``, contiguous or as a list of pieces);
         returns each frame's position. Frames, not records, are the unit of the log."""
         if self._error is not None:
@@ -239,11 +246,11 @@ class CommitLog:
         return self.append(bytes(data), np.asarray(sizes, dtype=np.int64))
 
     @property
-    def error(self) -> Exception | None:
+    def error(self) -> MsgStoreError | None:
         """The failed write's error that stops appends until the store recovers in place."""
         return self._error
 
-    def refuse_appends(self, error: Exception) -> None:
+    def refuse_appends(self, error: MsgStoreError) -> None:
         """Keep refusing appends with ``error`` (an in-place recovery that failed too: the
         next append tries again)."""
         with self._cond:
@@ -255,7 +262,7 @@ class CommitLog:
         """A write of the cache is in progress (by the flusher or a leader)."""
         return self._in_flush
 
-    def abandon(self, pos: int, error: Exception) -> None:
+    def abandon(self, pos: int, error: MsgStoreError) -> None:
         """Stop after a failed append: drop the cached bytes from ``pos`` on (not yet taken by
         a flush) and keep ``error`` until the store recovers in place (see Store)."""
         with self._cond:
@@ -426,7 +433,8 @@ class CommitLog:
         """(Flusher, after writing up to ``end``.) Hand the fsync to the syncer thread on a
         descriptor of its own; a newer request replaces an older one (it covers it: a segment
         that was left behind got its fsync when the flusher moved on)."""
-        fd = os.dup(self._write_fd)  # type: ignore[arg-type]
+        assert self._write_fd is not None  # called after a batch was written
+        fd = os.dup(self._write_fd)
         with self._cond:
             old, self._sync_request = self._sync_request, (fd, end)
             self._sync_asked = max(self._sync_asked, end)
@@ -496,11 +504,12 @@ class CommitLog:
         touched: list[tuple[int, int]],
         sync_now: bool = True,
     ) -> None:
+        fd = self._write_fd
         i = 0
         while i < len(batch):
             seg = batch[i].seg
             j = i
-            bufs: list[bytes] = []
+            bufs: list[Piece] = []
             want = 0
             while j < len(batch) and batch[j].seg == seg and len(bufs) < IOV_MAX:
                 c = batch[j]
@@ -510,25 +519,25 @@ class CommitLog:
                     bufs.append(c.data)
                 want += c.size
                 j += 1
-            if seg != self._write_seg:
-                self._open_for_write(seg)
+            if fd is None or seg != self._write_seg:
+                fd = self._open_for_write(seg)
             if not touched or touched[-1][0] != seg:
-                touched.append((seg, os.fstat(self._write_fd).st_size))
+                touched.append((seg, os.fstat(fd).st_size))
             for k in range(0, len(bufs), IOV_MAX):
                 group = bufs[k : k + IOV_MAX]
                 step = sum(map(len, group))
-                done = os.writev(self._write_fd, group)
+                done = os.writev(fd, group)
                 if done != step:
-                    write_all(self._write_fd, b"".join(group)[done:])
+                    write_all(fd, b"".join(group)[done:])
             if not sync_now:  # the device starts now; the coming fsync finds little to do
-                start_writeback(self._write_fd, batch[i].pos - seg, want)
+                start_writeback(fd, batch[i].pos - seg, want)
             self.stats["bytes_written"] += want
             i = j
-        if sync_now:
-            os.fsync(self._write_fd)
+        if sync_now and fd is not None:
+            os.fsync(fd)
             self.stats["fsyncs"] += 1
 
-    def _open_for_write(self, seg: int) -> None:
+    def _open_for_write(self, seg: int) -> int:
         if self._write_fd is not None:
             os.fsync(self._write_fd)
             os.close(self._write_fd)
@@ -536,6 +545,7 @@ class CommitLog:
         self._write_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         fsync_dir(self.dirs["unsealed"])
         self._write_seg = seg
+        return self._write_fd
 
     # ---- reads -----------------------------------------------------------------------
     def _cached(self, pos: int) -> tuple[bytes, int] | None:

@@ -32,6 +32,7 @@ import os
 import threading
 from collections.abc import Sequence
 from operator import attrgetter
+from typing import Any
 
 from storage_node.backend.files import ensure_dir
 from storage_node.backend.objectstore import ObjectStore, open_object_store
@@ -366,13 +367,20 @@ class Store:
         if set(map(type, messages)) != {MessageIn}:
             i = next(i for i, m in enumerate(messages) if type(m) is not MessageIn)
             raise InvalidBatch(f"message {i} is not a MessageIn", index=i)
-        columns = [list(c) for c in zip(*map(_FIELDS, messages), strict=True)]
+        values, keys, tags, msg_ids, timestamps, partitions = (
+            list(c) for c in zip(*map(_FIELDS, messages), strict=True)
+        )
         return self.append_columns(
             topic,
-            *columns,
+            values,
+            keys,
+            tags,
+            msg_ids,
+            timestamps,
+            partitions,
             producer_id,
             sequence,
-            partitions_allowed,  # type: ignore[arg-type]
+            partitions_allowed,
         ).results()
 
     def append_columns(
@@ -449,13 +457,13 @@ class Store:
         )
 
     def submit_columns(
-        self, topic: str, values: Sequence[bytes], *args: object, **kwargs: object
+        self, topic: str, values: Sequence[bytes], *args: Any, **kwargs: Any
     ) -> concurrent.futures.Future[AppendColumns]:
         """``append_columns`` without blocking the caller (same arguments)."""
         return self._executor().submit(self.append_columns, topic, values, *args, **kwargs)
 
     def submit_packed(
-        self, topic: str, batch: PackedBatch, *args: object, **kwargs: object
+        self, topic: str, batch: PackedBatch, *args: Any, **kwargs: Any
     ) -> concurrent.futures.Future[AppendColumns]:
         """``append_packed`` without blocking the caller (same arguments)."""
         return self._executor().submit(self.append_packed, topic, batch, *args, **kwargs)
@@ -487,9 +495,9 @@ class Store:
         if self.log.error is not None:
             self._resume_after_write_error()
         if producer_id is not None or sequence is not None:
-            check_name("producer", producer_id)
+            producer = check_name("producer", producer_id)
             check_int("sequence", sequence, 0, 2**63 - 1)
-            if len(producer_id.encode()) > MAX_PRODUCER_BYTES:  # type: ignore[union-attr]
+            if len(producer.encode()) > MAX_PRODUCER_BYTES:
                 raise InvalidArgument(f"producer id longer than {MAX_PRODUCER_BYTES} bytes")
         return cfg
 
