@@ -158,6 +158,29 @@ class TopicList(Answer):
     topics: list[Topic]
 
 
+class TopicPartitions(Request):
+    """The topic's new partition count: only up; the same count changes nothing."""
+
+    partitions: int = Field(ge=1, le=MAX_PARTITIONS)
+
+
+class TopicGrown(Topic):
+    previous_partitions: int
+    pending_nodes: dict[str, str] = Field(
+        description="nodes that did not answer, with the reason; each applies the new count "
+        "when it next reads the routing table"
+    )
+
+
+class TopicDeleted(Answer):
+    name: str
+    deleted: bool
+    pending_nodes: dict[str, str] = Field(
+        description="nodes that did not answer, with the reason; each deletes its copy when "
+        "it next reads the routing table"
+    )
+
+
 class PartitionOffsets(Answer):
     partition: int
     owner: str
@@ -340,6 +363,11 @@ class RoutingNode(Answer):
     external_address: str | None = None
 
 
+class DeletedTopic(Answer):
+    generation: int
+    pending: list[str]
+
+
 class Routing(Answer):
     """The routing table, format in docs/ROUTING.md."""
 
@@ -348,6 +376,10 @@ class Routing(Answer):
     managed_by: Literal["local", "operator", "standalone"]
     nodes: list[RoutingNode]
     topics: dict[str, RoutedTopic]
+    deleted_topics: dict[str, DeletedTopic] | None = Field(
+        default=None,
+        description="deleted topics whose copies some nodes still have to delete",
+    )
 
 
 class FileInfo(Answer):
