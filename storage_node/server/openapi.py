@@ -497,6 +497,68 @@ def _paths() -> dict[str, Any]:
                 },
             }
         },
+        "/v1/topics/{topic}/fetch": {
+            "post": {
+                "summary": "read pages of several partitions in one request (Kafka's fetch)",
+                "parameters": [TOPIC],
+                "requestBody": {
+                    "required": True,
+                    "content": _json(
+                        {
+                            "type": "object",
+                            "required": ["partitions"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "partitions": {
+                                    "type": "array",
+                                    "minItems": 1,
+                                    "maxItems": 1024,
+                                    "items": {
+                                        "type": "object",
+                                        "required": ["partition"],
+                                        "properties": {
+                                            "partition": {"type": "integer", "minimum": 0},
+                                            "offset": {
+                                                **INT64,
+                                                "description": "default: the first kept",
+                                            },
+                                        },
+                                    },
+                                },
+                                "max_messages": {
+                                    "type": "integer",
+                                    "minimum": 1,
+                                    "maximum": 10000,
+                                    "description": "per partition, default 100",
+                                },
+                                "max_bytes": {
+                                    "type": "integer",
+                                    "minimum": 1,
+                                    "maximum": 64 * 1024 * 1024,
+                                    "description": "per partition, default 1 MiB",
+                                },
+                                "wait_ms": {
+                                    "type": "integer",
+                                    "minimum": 0,
+                                    "maximum": 30000,
+                                    "description": "long poll: hold an answer with no message "
+                                    "until one of the partitions gets one",
+                                },
+                            },
+                        }
+                    ),
+                },
+                "responses": {
+                    "200": _ok_or_columns(
+                        "one page per partition ({partitions: [{partition, messages, "
+                        "next_offset}]}); the binary answer is the fetch framing of "
+                        "docs/BATCH_FORMAT.md",
+                        {"type": "object"},
+                    ),
+                    **_errors("400", "404", "421", "503", "401"),
+                },
+            }
+        },
         "/v1/topics/{topic}/keys/{key}": {
             "get": {
                 "summary": "messages with this key, newest first",

@@ -21,8 +21,9 @@ from storage_node.server.batch_codec import (
     encode_read_answer,
     frame_read_columns,
 )
+from storage_node.server.fetch_codec import MAX_FETCH_PARTITIONS, encode_fetch_answer
 from storage_node.server.message_json import message_to_json, parse_batch_packed, results_json
-from storage_node.server.params import path_int, query_int, scope_param, topic_param
+from storage_node.server.params import json_body, path_int, query_int, scope_param, topic_param
 from storage_node.server.routes_topics import get_topic_config
 from storage_node.server.runtime import NodeRuntime
 from storage_node.store import Message, PackedBatch
@@ -203,6 +204,100 @@ async def read_partition(request: web.Request) -> web.Response:
     return _answer(answer)
 
 
+async def fetch(request: web.Request) -> web.Response:
+    """Pages of several partitions in one request (Kafka's fetch): a JSON body names
+    ``partitions`` ([{"partition", "offset"}]), ``max_messages`` and ``max_bytes`` (per
+    partition) and ``wait_ms`` (hold an answer with no message until one of the partitions
+    gets one). Every partition must be owned here (421 otherwise: ask each owner)."""
+    rt = runtime_of(request)
+    topic = topic_param(request)
+    doc = await json_body(request)
+    cfg = await get_topic_config(rt, topic)
+    positions, max_messages, max_bytes, wait_ms = _fetch_args(doc, cfg.partitions)
+    for p in positions:
+        rt.routing.check_owner(topic, p)
+    store = rt.require_store()
+    binary = accepts_read_columns(request.headers.get("Accept"))
+
+    def work() -> tuple[int, dict[int, ReadBatch]]:
+        ends = store.partition_offsets(topic)
+        pages: dict[int, ReadBatch] = {}
+        found = 0
+        for p, offset in positions.items():
+            start = ends[p][0] if offset is None else offset
+            pages[p] = store.read_columns(
+                topic, p, start, max_messages=max_messages, max_bytes=max_bytes
+            )
+            found += len(pages[p])
+        return found, pages
+
+    events = [rt.append_event(topic, p) for p in positions]  # taken first, as read_partition
+    found, pages = await rt.in_thread(work)
+    if not found and wait_ms:
+        waits = [asyncio.ensure_future(e.wait()) for e in events]
+        try:
+            await asyncio.wait(waits, timeout=wait_ms / 1000, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+        if any(e.is_set() for e in events):
+            found, pages = await rt.in_thread(work)
+    if binary:
+        framed = {p: _binary_answer(page, None, [0]) for p, page in pages.items()}
+        return web.Response(body=encode_fetch_answer(framed), content_type=BATCH_CONTENT_TYPE)
+    return web.json_response(
+        {
+            "partitions": [
+                {
+                    "partition": p,
+                    "messages": [message_to_json(m) for m in page.messages()],
+                    "next_offset": page.next_offset,
+                }
+                for p, page in pages.items()
+            ]
+        }
+    )
+
+
+def _fetch_args(doc: Any, partitions: int) -> tuple[dict[int, int | None], int, int, int]:
+    """Checked fetch arguments; a clear 400 for anything off."""
+    if not isinstance(doc, dict):
+        raise InvalidArgument("the fetch body must be a JSON object")
+    unknown = sorted(set(doc) - {"partitions", "max_messages", "max_bytes", "wait_ms"})
+    if unknown:
+        raise InvalidArgument(f"unknown fetch field(s) {unknown}")
+    items = doc.get("partitions")
+    if not isinstance(items, list) or not items:
+        raise InvalidArgument("partitions must be a non-empty list of {partition, offset}")
+    if len(items) > MAX_FETCH_PARTITIONS:
+        raise InvalidArgument(f"a fetch names at most {MAX_FETCH_PARTITIONS} partitions")
+    positions: dict[int, int | None] = {}
+    for item in items:
+        if not isinstance(item, dict) or set(item) - {"partition", "offset"}:
+            raise InvalidArgument("each partitions entry is {partition, offset}")
+        p, offset = item.get("partition"), item.get("offset")
+        if type(p) is not int or not 0 <= p < partitions:
+            raise InvalidArgument(f"partition {p!r} does not exist: the topic has {partitions}")
+        if offset is not None and (type(offset) is not int or offset < 0):
+            raise InvalidArgument(f"offset {offset!r} of partition {p} must be an integer >= 0")
+        if p in positions:
+            raise InvalidArgument(f"partition {p} is named twice")
+        positions[p] = offset
+
+    def bounded(name: str, default: int, high: int) -> int:
+        value = doc.get(name, default)
+        if type(value) is not int or not (0 if name == "wait_ms" else 1) <= value <= high:
+            raise InvalidArgument(f"{name} must be an integer up to {high}, got {value!r}")
+        return value
+
+    return (
+        positions,
+        bounded("max_messages", 100, MAX_READ_MESSAGES),
+        bounded("max_bytes", 1024 * 1024, MAX_READ_BYTES),
+        bounded("wait_ms", 0, MAX_WAIT_MS),
+    )
+
+
 def _binary_answer(batch: ReadBatch, end_time: int | None, found: list[int]) -> bytes:
     """The binary read framing of a columnar read, cut before the first message stored
     after ``end_time`` (when given): array operations only."""
@@ -335,5 +430,6 @@ async def get_message(request: web.Request) -> web.Response:
 def register(app: web.Application) -> None:
     app.router.add_post("/v1/topics/{topic}/messages", produce)
     app.router.add_get("/v1/topics/{topic}/partitions/{partition}/messages", read_partition)
+    app.router.add_post("/v1/topics/{topic}/fetch", fetch)
     app.router.add_get("/v1/topics/{topic}/keys/{key}", lookup_key)
     app.router.add_get("/v1/messages/{msg_id}", get_message)
