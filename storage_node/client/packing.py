@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,12 @@ class Columns:
         return len(self.values)
 
     def take(self, rows: np.ndarray) -> Columns:
+        if (
+            len(rows)
+            and int(rows[-1]) - int(rows[0]) == len(rows) - 1
+            and (np.diff(rows) == 1).all()
+        ):
+            return self.slice(int(rows[0]), len(rows))  # a run of rows: views, no copy
         index = pa.array(rows)
 
         def pick(arr: pa.Array | None) -> pa.Array | None:
@@ -54,6 +61,21 @@ class Columns:
             pick(self.msg_ids),
             None if self.timestamps is None else self.timestamps[rows],
             None if self.partitions is None else self.partitions[rows],
+        )
+
+    def slice(self, start: int, count: int) -> Columns:
+        end = start + count
+
+        def cut(arr: pa.Array | None) -> pa.Array | None:
+            return None if arr is None else arr.slice(start, count)
+
+        return Columns(
+            self.values.slice(start, count),
+            cut(self.keys),
+            cut(self.tags),
+            cut(self.msg_ids),
+            None if self.timestamps is None else self.timestamps[start:end],
+            None if self.partitions is None else self.partitions[start:end],
         )
 
 
@@ -136,23 +158,24 @@ def columns_of(data: Any) -> Columns:
 def columns_of_dicts(items: Sequence[Any]) -> Columns | None:
     """Columns of a list of message dicts in the JSON API's shape, one comprehension per
     field; None when some item is not such a dict (the caller takes the general path)."""
-    if not all(type(m) is dict for m in items):
+    if set(map(type, items)) != {dict}:
         return None
-    present: set[str] = set()
-    for m in items:
-        present.update(m)
+    present = set().union(*items)  # every field name, gathered in C
     if not present <= _PLAIN_FIELDS:
         return None  # value_base64 or unknown fields: the general path decides
     data: dict[str, Any] = {}
     try:
-        data["value"] = pa.array([m["value"] for m in items], pa.binary())
+        data["value"] = pa.array(list(map(itemgetter("value"), items)), pa.binary())
     except KeyError:
         raise InvalidArgument("every message needs a value") from None
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         return None
     for name in FIELDS[1:]:
         if name in present:
-            data[name] = [m.get(name) for m in items]
+            try:  # itemgetter when every item has the field, the faster loop
+                data[name] = list(map(itemgetter(name), items))
+            except KeyError:
+                data[name] = [m.get(name) for m in items]
     return columns_of(data)
 
 
@@ -291,4 +314,3 @@ def frame_sub_batch(batch: SubBatch, producer_id: str) -> None:
     if not batch.body:
         batch.body = encode_columns(batch.result, producer_id, batch.sequence)
         batch.result = None
-

@@ -17,6 +17,7 @@ from storage_node.errors import MsgStoreError
 from storage_node.server.batch_codec import ReadColumns
 
 FRAME_MESSAGES = 5000  # messages per frame of a columns produce
+PIECE_MESSAGES = 20_000  # a long list of dicts is packed and sent in pieces this size
 SENDERS = 4  # frames of one produce call in flight at once
 
 
@@ -49,6 +50,7 @@ class Client:
         self.token = token
         self._transport = HttpTransport(timeout, self.core.ca, token)
         self._pool: ThreadPoolExecutor | None = None
+        self._pieces: ThreadPoolExecutor | None = None
 
     # the shared state, under the names callers use
     @property
@@ -171,13 +173,43 @@ class Client:
         """
         items = messages if isinstance(messages, list) else list(messages)
         if self.core.binary and len(items) > 1:
-            cols = columns_of_dicts(items)
-            if cols is not None:
-                return self._run(self.core.produce_columns(topic, cols, FRAME_MESSAGES)).to_rows()
+            produced = self._produce_dicts(topic, items)
+            if produced is not None:
+                return produced
         results, failures = self.produce_partial(topic, items)
         if failures:
             raise failures[0][1]
         return results  # type: ignore[return-value]
+
+    def _produce_dicts(self, topic: str, items: list[Any]) -> list[dict[str, Any]] | None:
+        """Plain message dicts as columns, in pieces: a piece is in flight while the next
+        one is turned into columns (None when the items are not all plain dicts)."""
+        pieces = range(0, len(items), PIECE_MESSAGES)
+        first = columns_of_dicts(items[:PIECE_MESSAGES])
+        if first is None:
+            return None
+        if self._pieces is None:
+            self._pieces = ThreadPoolExecutor(2, "msgstore-produce")
+        futures = []
+        for lo in pieces:
+            cols = first if lo == 0 else columns_of_dicts(items[lo : lo + PIECE_MESSAGES])
+            op: Op[Any]
+            if cols is None:  # a later piece that is not plain dicts: the general path
+                op = self.core.produce_partial(topic, items[lo : lo + PIECE_MESSAGES])
+            else:
+                op = self.core.produce_columns(topic, cols, FRAME_MESSAGES)
+            futures.append(self._pieces.submit(self._run, op))
+        out: list[dict[str, Any]] = []
+        for future in futures:
+            done = future.result()
+            if isinstance(done, Produced):
+                out.extend(done.to_rows())
+            else:
+                results, failures = done
+                if failures:
+                    raise failures[0][1]
+                out.extend(results)
+        return out
 
     def produce_columns(
         self, topic: str, columns: Any, frame_messages: int = FRAME_MESSAGES
@@ -328,8 +360,9 @@ class Client:
         return self.each_node("POST", "/v1/admin/compact")
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)
+        for pool in (self._pool, self._pieces):
+            if pool is not None:
+                pool.shutdown(wait=False)
         self._transport.close()
 
     def __enter__(self) -> Client:
