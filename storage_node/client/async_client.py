@@ -212,9 +212,12 @@ class AsyncClient:
         max_messages: int = 1000,
         max_bytes: int | None = None,
         wait_ms: int | None = None,
+        tag: str | None = None,
     ) -> FetchAnswer:
         """Pages of several partitions at once (see ``Client.fetch``)."""
-        return await self._run(self.core.fetch(topic, positions, max_messages, max_bytes, wait_ms))
+        return await self._run(
+            self.core.fetch(topic, positions, max_messages, max_bytes, wait_ms, tag)
+        )
 
     async def lookup_key(
         self, topic: str, key: str, begin: int = 0, end: int | None = None, max_count: int = 32

@@ -39,26 +39,38 @@ class Consumer:
         follow: bool,
         wait_ms: int,
         prefetch: bool,
+        ends: dict[int, int] | None = None,
+        tag: str | None = None,
+        max_bytes: int = 8 * 1024 * 1024,
     ) -> None:
         if page < 1:
             raise InvalidArgument(f"page must be at least 1, got {page}")
+        if ends is not None and follow:
+            raise InvalidArgument("a following consumer has no end offsets")
         self.client = client
         self.topic = topic
         self.page = page
         self.follow = follow
         self.wait_ms = wait_ms
-        info = client.describe_topic(topic)
-        layout = {p["partition"]: p for p in info["partition_offsets"]}
-        chosen = sorted(layout) if partitions is None else list(partitions)
-        missing = [p for p in chosen if p not in layout]
-        if missing:
-            raise InvalidArgument(f"topic {topic!r} has no partition {missing[0]}")
-        given = offsets or {}
-        self.positions: dict[int, int] = {
-            p: int(given.get(p, layout[p]["first_offset"])) for p in chosen
-        }
-        # without follow, read to the end as it was when the consumer started
-        self._ends = {p: int(layout[p]["next_offset"]) for p in chosen}
+        self.tag = tag
+        self.max_bytes = max_bytes
+        given = dict(offsets or {})
+        chosen = None if partitions is None else list(partitions)
+        if chosen is not None and ends is not None and set(chosen) <= set(given) & set(ends):
+            # a planned range (a Spark task): no need to ask the cluster where things are
+            self.positions: dict[int, int] = {p: int(given[p]) for p in chosen}
+            self._ends = {p: int(ends[p]) for p in chosen}
+        else:
+            info = client.describe_topic(topic)
+            layout = {p["partition"]: p for p in info["partition_offsets"]}
+            chosen = sorted(layout) if chosen is None else chosen
+            missing = [p for p in chosen if p not in layout]
+            if missing:
+                raise InvalidArgument(f"topic {topic!r} has no partition {missing[0]}")
+            self.positions = {p: int(given.get(p, layout[p]["first_offset"])) for p in chosen}
+            # without follow, read to the end as it was when the consumer started
+            stop = ends or {}
+            self._ends = {p: int(stop.get(p, layout[p]["next_offset"])) for p in chosen}
         self._fetch_positions = dict(self.positions)
         self._pool = ThreadPoolExecutor(1, "msgstore-prefetch") if prefetch else None
         self._lock = threading.Lock()
@@ -74,8 +86,17 @@ class Consumer:
         wanted = self._wanted()
         if not wanted:
             return None
+        if not self.follow:  # never more than the rest of each partition's range
+            page = min(self.page, max(e - wanted[p] for p, e in self._ends.items() if p in wanted))
+        else:
+            page = self.page
         answer = self.client.fetch(
-            self.topic, wanted, self.page, wait_ms=self.wait_ms if self.follow else None
+            self.topic,
+            wanted,
+            page,
+            max_bytes=self.max_bytes,
+            wait_ms=self.wait_ms if self.follow else None,
+            tag=self.tag,
         )
         for p, cols in answer.pages.items():
             if cols.next_offset is not None:

@@ -447,6 +447,7 @@ class ClientCore:
         max_messages: int,
         max_bytes: int | None,
         wait_ms: int | None,
+        tag: str | None = None,
     ) -> Op[FetchAnswer]:
         """Pages of several partitions at once: one request per owning node, the nodes asked
         concurrently; a partition whose owner moved is asked again at its new owner."""
@@ -457,7 +458,7 @@ class ClientCore:
             owner = self.routing.owner(topic, p)
             by_node.setdefault(owner[1] if owner else self.endpoints[0], {})[p] = offset
         ops = [
-            self._fetch_one(topic, address, share, max_messages, max_bytes, wait_ms)
+            self._fetch_one(topic, address, share, max_messages, max_bytes, wait_ms, tag)
             for address, share in by_node.items()
         ]
         if len(ops) == 1:
@@ -479,8 +480,9 @@ class ClientCore:
         max_messages: int,
         max_bytes: int | None,
         wait_ms: int | None,
+        tag: str | None,
     ) -> Op[FetchAnswer]:
-        body = fetch_request(positions, max_messages, max_bytes, wait_ms)
+        body = fetch_request(positions, max_messages, max_bytes, wait_ms, tag)
         for attempt in range(self.retry.max_retries + 1):
             try:
                 answer = yield Call(
@@ -497,7 +499,7 @@ class ClientCore:
                 yield from self.refresh_routing()
                 pages: dict[int, ReadColumns] = {}
                 for p, offset in positions.items():
-                    params = read_params(offset, max_messages, max_bytes, None, None, None)
+                    params = read_params(offset, max_messages, max_bytes, tag, None, None)
                     pages[p] = yield from self.read_columns(topic, p, params)
                 return FetchAnswer(pages)
             except MsgStoreError as err:

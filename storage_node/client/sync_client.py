@@ -270,10 +270,11 @@ class Client:
         max_messages: int = 1000,
         max_bytes: int | None = None,
         wait_ms: int | None = None,
+        tag: str | None = None,
     ) -> FetchAnswer:
         """Pages of several partitions ({partition: offset}) with one request per owning
         node; with ``wait_ms`` a node holds its answer until one of them has a message."""
-        return self._run(self.core.fetch(topic, positions, max_messages, max_bytes, wait_ms))
+        return self._run(self.core.fetch(topic, positions, max_messages, max_bytes, wait_ms, tag))
 
     def consumer(
         self,
@@ -284,12 +285,19 @@ class Client:
         follow: bool = False,
         wait_ms: int = 1000,
         prefetch: bool = True,
+        ends: dict[int, int] | None = None,
+        tag: str | None = None,
+        max_bytes: int = 8 * 1024 * 1024,
     ) -> Consumer:
-        """An iterator of pages (``ReadColumns``; ``.arrow()`` / ``.messages()`` on the
-        consumer) over the topic's partitions from ``offsets`` (default: the start), the
-        next page fetched while the caller works on this one; ``follow`` keeps waiting for
-        new messages (long polls of ``wait_ms``)."""
-        return Consumer(self, topic, partitions, offsets, page, follow, wait_ms, prefetch)
+        """An iterator of pages (``ReadColumns``; ``.batches()`` gives Arrow record batches,
+        ``.messages()`` dicts) over the topic's partitions from ``offsets`` (default: the
+        start) to ``ends`` (default: the ends when it starts; a page may run past them), the
+        next fetch on the wire while the caller works on this page; ``follow`` keeps waiting
+        for new messages (long polls of ``wait_ms``). ``page`` and ``max_bytes`` bound each
+        partition's page."""
+        return Consumer(
+            self, topic, partitions, offsets, page, follow, wait_ms, prefetch, ends, tag, max_bytes
+        )
 
     def read_all(
         self, topic: str, partition: int, offset: int | None = None, page: int = 1000

@@ -63,6 +63,7 @@ def fetch_request(
     max_messages: int,
     max_bytes: int | None,
     wait_ms: int | None,
+    tag: str | None = None,
 ) -> dict[str, Any]:
     """The JSON body of ``POST /v1/topics/{topic}/fetch``."""
     doc: dict[str, Any] = {
@@ -73,4 +74,6 @@ def fetch_request(
         doc["max_bytes"] = max_bytes
     if wait_ms:
         doc["wait_ms"] = wait_ms
+    if tag is not None:
+        doc["tag"] = tag
     return doc

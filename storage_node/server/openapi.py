@@ -544,6 +544,11 @@ def _paths() -> dict[str, Any]:
                                     "description": "long poll: hold an answer with no message "
                                     "until one of the partitions gets one",
                                 },
+                                "tag": {
+                                    "type": "string",
+                                    "minLength": 1,
+                                    "description": "only messages with this tag",
+                                },
                             },
                         }
                     ),

@@ -207,13 +207,13 @@ async def read_partition(request: web.Request) -> web.Response:
 async def fetch(request: web.Request) -> web.Response:
     """Pages of several partitions in one request (Kafka's fetch): a JSON body names
     ``partitions`` ([{"partition", "offset"}]), ``max_messages`` and ``max_bytes`` (per
-    partition) and ``wait_ms`` (hold an answer with no message until one of the partitions
+    partition), ``tag`` (only messages with it) and ``wait_ms`` (hold an answer with no message until one of the partitions
     gets one). Every partition must be owned here (421 otherwise: ask each owner)."""
     rt = runtime_of(request)
     topic = topic_param(request)
     doc = await json_body(request)
     cfg = await get_topic_config(rt, topic)
-    positions, max_messages, max_bytes, wait_ms = _fetch_args(doc, cfg.partitions)
+    positions, max_messages, max_bytes, wait_ms, tag = _fetch_args(doc, cfg.partitions)
     for p in positions:
         rt.routing.check_owner(topic, p)
     store = rt.require_store()
@@ -226,7 +226,7 @@ async def fetch(request: web.Request) -> web.Response:
         for p, offset in positions.items():
             start = ends[p][0] if offset is None else offset
             pages[p] = store.read_columns(
-                topic, p, start, max_messages=max_messages, max_bytes=max_bytes
+                topic, p, start, max_messages=max_messages, max_bytes=max_bytes, tag=tag
             )
             found += len(pages[p])
         return found, pages
@@ -259,11 +259,13 @@ async def fetch(request: web.Request) -> web.Response:
     )
 
 
-def _fetch_args(doc: Any, partitions: int) -> tuple[dict[int, int | None], int, int, int]:
+def _fetch_args(
+    doc: Any, partitions: int
+) -> tuple[dict[int, int | None], int, int, int, str | None]:
     """Checked fetch arguments; a clear 400 for anything off."""
     if not isinstance(doc, dict):
         raise InvalidArgument("the fetch body must be a JSON object")
-    unknown = sorted(set(doc) - {"partitions", "max_messages", "max_bytes", "wait_ms"})
+    unknown = sorted(set(doc) - {"partitions", "max_messages", "max_bytes", "wait_ms", "tag"})
     if unknown:
         raise InvalidArgument(f"unknown fetch field(s) {unknown}")
     items = doc.get("partitions")
@@ -290,11 +292,15 @@ def _fetch_args(doc: Any, partitions: int) -> tuple[dict[int, int | None], int, 
             raise InvalidArgument(f"{name} must be an integer up to {high}, got {value!r}")
         return value
 
+    tag = doc.get("tag")
+    if tag is not None and (not isinstance(tag, str) or not tag):
+        raise InvalidArgument(f"tag must be a non-empty string, got {tag!r}")
     return (
         positions,
         bounded("max_messages", 100, MAX_READ_MESSAGES),
         bounded("max_bytes", 1024 * 1024, MAX_READ_BYTES),
         bounded("wait_ms", 0, MAX_WAIT_MS),
+        tag,
     )
 
 
