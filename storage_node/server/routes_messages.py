@@ -21,8 +21,10 @@ from storage_node.server.batch_codec import (
     encode_read_answer,
     frame_read_columns,
 )
-from storage_node.server.fetch_codec import MAX_FETCH_PARTITIONS, encode_fetch_answer
-from storage_node.server.message_json import message_to_json, parse_batch_packed, results_json
+from storage_node.server.api_models import FetchRequest, parse
+from storage_node.server.fetch_codec import encode_fetch_answer
+from storage_node.server.json_batch import decode_json_batch
+from storage_node.server.message_json import message_to_json, results_json
 from storage_node.server.params import json_body, path_int, query_int, scope_param, topic_param
 from storage_node.server.routes_topics import get_topic_config
 from storage_node.server.runtime import NodeRuntime
@@ -100,11 +102,7 @@ async def produce(request: web.Request) -> web.Response:
                 f"a batch holds at most {rt.settings.max_batch_messages} messages, got {len(batch)}"
             )
     else:
-        try:
-            doc = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise InvalidBatch(f"the body is not valid JSON: {exc}") from None
-        batch, producer_id, sequence = parse_batch_packed(doc, rt.settings.max_batch_messages)
+        batch, producer_id, sequence = decode_json_batch(body, rt.settings.max_batch_messages)
     batch.partitions = _assign_packed_partitions(rt, topic, cfg.partitions, batch)
     value_bytes = batch.values.nbytes
     started = time.perf_counter()
@@ -262,46 +260,18 @@ async def fetch(request: web.Request) -> web.Response:
 def _fetch_args(
     doc: Any, partitions: int
 ) -> tuple[dict[int, int | None], int, int, int, str | None]:
-    """Checked fetch arguments; a clear 400 for anything off."""
-    if not isinstance(doc, dict):
-        raise InvalidArgument("the fetch body must be a JSON object")
-    unknown = sorted(set(doc) - {"partitions", "max_messages", "max_bytes", "wait_ms", "tag"})
-    if unknown:
-        raise InvalidArgument(f"unknown fetch field(s) {unknown}")
-    items = doc.get("partitions")
-    if not isinstance(items, list) or not items:
-        raise InvalidArgument("partitions must be a non-empty list of {partition, offset}")
-    if len(items) > MAX_FETCH_PARTITIONS:
-        raise InvalidArgument(f"a fetch names at most {MAX_FETCH_PARTITIONS} partitions")
+    """Checked fetch arguments (the FetchRequest model, then the topic's partitions)."""
+    req = parse(FetchRequest, doc)
     positions: dict[int, int | None] = {}
-    for item in items:
-        if not isinstance(item, dict) or set(item) - {"partition", "offset"}:
-            raise InvalidArgument("each partitions entry is {partition, offset}")
-        p, offset = item.get("partition"), item.get("offset")
-        if type(p) is not int or not 0 <= p < partitions:
-            raise InvalidArgument(f"partition {p!r} does not exist: the topic has {partitions}")
-        if offset is not None and (type(offset) is not int or offset < 0):
-            raise InvalidArgument(f"offset {offset!r} of partition {p} must be an integer >= 0")
-        if p in positions:
-            raise InvalidArgument(f"partition {p} is named twice")
-        positions[p] = offset
-
-    def bounded(name: str, default: int, high: int) -> int:
-        value = doc.get(name, default)
-        if type(value) is not int or not (0 if name == "wait_ms" else 1) <= value <= high:
-            raise InvalidArgument(f"{name} must be an integer up to {high}, got {value!r}")
-        return value
-
-    tag = doc.get("tag")
-    if tag is not None and (not isinstance(tag, str) or not tag):
-        raise InvalidArgument(f"tag must be a non-empty string, got {tag!r}")
-    return (
-        positions,
-        bounded("max_messages", 100, MAX_READ_MESSAGES),
-        bounded("max_bytes", 1024 * 1024, MAX_READ_BYTES),
-        bounded("wait_ms", 0, MAX_WAIT_MS),
-        tag,
-    )
+    for item in req.partitions:
+        if item.partition >= partitions:
+            raise InvalidArgument(
+                f"partition {item.partition} does not exist: the topic has {partitions}"
+            )
+        if item.partition in positions:
+            raise InvalidArgument(f"partition {item.partition} is named twice")
+        positions[item.partition] = item.offset
+    return positions, req.max_messages, req.max_bytes, req.wait_ms, req.tag
 
 
 def _binary_answer(batch: ReadBatch, end_time: int | None, found: list[int]) -> bytes:

@@ -65,14 +65,15 @@ def test_fetch_route_answers_each_partition_as_its_read(loaded):
 @pytest.mark.parametrize(
     ("body", "words"),
     [
-        ({}, "partitions must be a non-empty list"),
-        ({"partitions": []}, "partitions must be a non-empty list"),
+        ({}, "missing field 'partitions'"),
+        ({"partitions": []}, "partitions: List should have at least 1 item"),
         ({"partitions": [{"partition": 3}]}, "partition 3 does not exist"),
-        ({"partitions": [{"partition": 0, "offset": -1}]}, "must be an integer >= 0"),
+        ({"partitions": [{"partition": 0, "offset": -1}]}, "partitions[0].offset"),
         ({"partitions": [{"partition": 0}, {"partition": 0}]}, "named twice"),
-        ({"partitions": [{"partition": 0}], "max_messages": 0}, "max_messages must be"),
-        ({"partitions": [{"partition": 0}], "wait_ms": 10**9}, "wait_ms must be"),
-        ({"partitions": [{"partition": 0}], "speed": 1}, "unknown fetch field"),
+        ({"partitions": [{"partition": 0}], "max_messages": 0}, "max_messages"),
+        ({"partitions": [{"partition": 0}], "wait_ms": 10**9}, "wait_ms"),
+        ({"partitions": [{"partition": 0}], "tag": ""}, "tag"),
+        ({"partitions": [{"partition": 0}], "speed": 1}, "unknown field 'speed'"),
         ([1, 2], "must be a JSON object"),
     ],
 )
