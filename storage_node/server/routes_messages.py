@@ -12,6 +12,7 @@ import numpy as np
 from aiohttp import web
 
 from storage_node.errors import InvalidArgument, InvalidBatch, NotFound
+from storage_node.server.api_models import FetchRequest, parse
 from storage_node.server.app_keys import metrics_of, runtime_of
 from storage_node.server.append_answer import encode_append_answer
 from storage_node.server.batch_codec import CONTENT_TYPE as BATCH_CONTENT_TYPE
@@ -21,7 +22,6 @@ from storage_node.server.batch_codec import (
     encode_read_answer,
     frame_read_columns,
 )
-from storage_node.server.api_models import FetchRequest, parse
 from storage_node.server.fetch_codec import encode_fetch_answer
 from storage_node.server.json_batch import decode_json_batch
 from storage_node.server.message_json import message_to_json, results_json
