@@ -82,14 +82,14 @@ class Columns:
 def _text(arr: Any, name: str) -> pa.Array | None:
     if arr is None:
         return None
-    out = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else pa.array(arr)
+    try:
+        out = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else pa.array(arr)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        raise InvalidArgument(f"column {name} must hold text") from None
     if out.null_count == len(out):
         return None
     if not (pa.types.is_string(out.type) or pa.types.is_large_string(out.type)):
-        try:
-            out = out.cast(pa.string())
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            raise InvalidArgument(f"column {name} must hold text, not {out.type}") from None
+        raise InvalidArgument(f"column {name} must hold text, not {out.type}")
     return out
 
 

@@ -235,6 +235,8 @@ def test_produce_from_columns_stores_what_produce_would(node, kind):
         ({"value": [b"a"], "partition": [-5]}, "partition is negative"),
         ({"value": [b"a"], "partition": [7]}, "partition 7 does not exist"),
         ({"value": [b"a"], "timestamp": ["noon"]}, "must hold integers"),
+        ({"value": [b"a"], "key": [5]}, "column key must hold text"),
+        ({"value": [b"a", b"b"], "tag": ["t", 5]}, "column tag must hold text"),
     ],
 )
 def test_produce_columns_refuses_bad_input_and_stores_nothing(node, columns, words):
@@ -244,6 +246,15 @@ def test_produce_columns_refuses_bad_input_and_stores_nothing(node, columns, wor
     with pytest.raises(InvalidArgument, match=words):
         client.produce_columns("cols-bad", columns)
     assert client.describe_topic("cols-bad")["partition_offsets"] == before
+
+
+def test_produce_of_dicts_refuses_a_non_text_key_and_stores_nothing(node):
+    client = Client(node.address)
+    client.create_topic("dicts-bad", 2)
+    before = client.describe_topic("dicts-bad")["partition_offsets"]
+    with pytest.raises(InvalidArgument):
+        client.produce("dicts-bad", [{"value": "a", "key": "k"}, {"value": "b", "key": 7}])
+    assert client.describe_topic("dicts-bad")["partition_offsets"] == before
 
 
 def test_async_client_runs_the_same_operations(loaded):
