@@ -91,14 +91,20 @@ Step = Call | Sleep | Gather
 Op = Generator[Step, Any, T]
 
 
-class _Headers(dict[str, str]):
-    """Answer headers with case-insensitive ``get`` (names stored lower-case)."""
+class Headers:
+    """Answer headers with case-insensitive lookup."""
 
-    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
-        return super().get(key.lower(), default)
+    def __init__(self, items: Iterable[tuple[str, str]]) -> None:
+        self._items = {k.lower(): v for k, v in items}
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self._items.get(key.lower(), default)
 
     def __getitem__(self, key: str) -> str:
-        return super().__getitem__(key.lower())
+        return self._items[key.lower()]
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key.lower() in self._items
 
 
 @dataclass
@@ -106,7 +112,7 @@ class RawAnswer:
     """An answer's status, headers and body bytes, for callers that decode it themselves."""
 
     status_code: int
-    headers: _Headers
+    headers: Headers
     content: bytes
 
     def json(self) -> Any:
@@ -122,7 +128,7 @@ def answer_of(call: Call, status: int, headers: Iterable[tuple[str, str]], body:
             doc = body.decode("utf-8", "replace")
         raise error_from_response(status, doc)
     if call.raw:
-        return RawAnswer(status, _Headers((k.lower(), v) for k, v in headers), body)
+        return RawAnswer(status, Headers(headers), body)
     return json.loads(body) if body else None
 
 

@@ -55,7 +55,7 @@ class Columns:
             return None if arr is None else arr.take(index)
 
         return Columns(
-            pick(self.values),  # type: ignore[arg-type]
+            self.values.take(index),
             pick(self.keys),
             pick(self.tags),
             pick(self.msg_ids),

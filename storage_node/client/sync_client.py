@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, cast
 
 from storage_node.client.common import check_scheme, read_params
 from storage_node.client.consumer import Consumer
@@ -98,7 +98,8 @@ class Client:
             try:
                 step = op.throw(failure) if failure is not None else op.send(outcome)
             except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
+                result: T = done.value
+                return result
             outcome, failure = None, None
             try:
                 if isinstance(step, Call):
@@ -179,7 +180,7 @@ class Client:
         results, failures = self.produce_partial(topic, items)
         if failures:
             raise failures[0][1]
-        return results  # type: ignore[return-value]
+        return cast(list[dict[str, Any]], results)  # no failures: every result is there
 
     def _produce_dicts(self, topic: str, items: list[Any]) -> list[dict[str, Any]] | None:
         """Plain message dicts as columns, in pieces: a piece is in flight while the next
@@ -190,7 +191,7 @@ class Client:
             return None
         if self._pieces is None:
             self._pieces = ThreadPoolExecutor(2, "msgstore-produce")
-        futures = []
+        futures: list[Future[Any]] = []
         for lo in pieces:
             cols = first if lo == 0 else columns_of_dicts(items[lo : lo + PIECE_MESSAGES])
             op: Op[Any]
@@ -204,11 +205,12 @@ class Client:
             done = future.result()
             if isinstance(done, Produced):
                 out.extend(done.to_rows())
-            else:
-                results, failures = done
-                if failures:
-                    raise failures[0][1]
-                out.extend(results)
+                continue
+            results: list[dict[str, Any] | None] = done[0]
+            failures: list[tuple[list[int], MsgStoreError]] = done[1]
+            if failures:
+                raise failures[0][1]
+            out.extend(r for r in results if r is not None)
         return out
 
     def produce_columns(

@@ -22,18 +22,20 @@ from storage_node.tls import client_context
 _STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
 
 
-class _NoDelay:
+def _no_delay(sock: socket.socket) -> None:
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class _Http(http.client.HTTPConnection):
     def connect(self) -> None:
-        super().connect()  # type: ignore[misc]
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # type: ignore[attr-defined]
+        super().connect()
+        _no_delay(self.sock)
 
 
-class _Http(_NoDelay, http.client.HTTPConnection):
-    pass
-
-
-class _Https(_NoDelay, http.client.HTTPSConnection):
-    pass
+class _Https(http.client.HTTPSConnection):
+    def connect(self) -> None:
+        super().connect()
+        _no_delay(self.sock)
 
 
 class HttpTransport:
