@@ -174,6 +174,10 @@ class Produced:
         for rows, answer in parts:
             partitions[rows] = answer.partitions
             offsets[rows] = answer.offsets
+            lo = int(rows[0]) if len(rows) else 0
+            if len(rows) and int(rows[-1]) - lo + 1 == len(rows) and (np.diff(rows) == 1).all():
+                ids[lo : lo + len(rows)] = answer.msg_ids  # a run of rows (one owner)
+                continue
             for row, msg_id in zip(rows.tolist(), answer.msg_ids, strict=True):
                 ids[row] = msg_id
         return cls(partitions, offsets, ids)
