@@ -324,6 +324,36 @@ class LookupResult(Answer):
     unreachable_nodes: list[str] | None = None
 
 
+class FetchPosition(Request):
+    partition: PartitionNumber
+    offset: Int64 | None = Field(default=None, description="default: the first kept")
+
+
+class FetchRequest(Request):
+    """Pages of several partitions in one request (Kafka's fetch); limits are per partition."""
+
+    partitions: list[FetchPosition] = Field(min_length=1, max_length=MAX_PARTITIONS)
+    max_messages: int = Field(default=100, ge=1, le=10_000)
+    max_bytes: int = Field(default=1024 * 1024, ge=1, le=64 * 1024 * 1024)
+    wait_ms: int = Field(
+        default=0,
+        ge=0,
+        le=30_000,
+        description="long poll: hold an answer with no message until a partition gets one",
+    )
+    tag: str | None = Field(default=None, min_length=1, description="only messages with it")
+
+
+class FetchPage(Answer):
+    partition: int
+    messages: list[Message]
+    next_offset: int
+
+
+class FetchResult(Answer):
+    partitions: list[FetchPage]
+
+
 # -- consumer groups ------------------------------------------------------------------------
 GroupName = Annotated[
     str, AfterValidator(_check_group), WithJsonSchema({"type": "string", "pattern": NAME_PATTERN})
