@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from storage_node.errors import InvalidArgument, InvalidName
+from storage_node.formats.limits import MAX_READ_MESSAGES
 from storage_node.formats.names import NAME_PATTERN
 from storage_node.formats.packed import PackedBatch
 from storage_node.wire.routing_table import check_topic_name
@@ -322,6 +323,36 @@ class LookupResult(Answer):
     messages: list[Message]
     limit_reached: bool
     unreachable_nodes: list[str] | None = None
+
+
+class FetchPosition(Request):
+    partition: PartitionNumber
+    offset: Int64 | None = Field(default=None, description="default: the first kept")
+
+
+class FetchRequest(Request):
+    """Pages of several partitions in one request (Kafka's fetch); limits are per partition."""
+
+    partitions: list[FetchPosition] = Field(min_length=1, max_length=MAX_PARTITIONS)
+    max_messages: int = Field(default=100, ge=1, le=MAX_READ_MESSAGES)
+    max_bytes: int = Field(default=1024 * 1024, ge=1, le=64 * 1024 * 1024)
+    wait_ms: int = Field(
+        default=0,
+        ge=0,
+        le=30_000,
+        description="long poll: hold an answer with no message until a partition gets one",
+    )
+    tag: str | None = Field(default=None, min_length=1, description="only messages with it")
+
+
+class FetchPage(Answer):
+    partition: int
+    messages: list[Message]
+    next_offset: int
+
+
+class FetchResult(Answer):
+    partitions: list[FetchPage]
 
 
 # -- consumer groups ------------------------------------------------------------------------

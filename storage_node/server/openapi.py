@@ -303,6 +303,21 @@ ROUTES: tuple[Route, ...] = (
         ),
     ),
     Route(
+        "post",
+        "/v1/topics/{topic}/fetch",
+        "read pages of several partitions in one request (Kafka's fetch)",
+        {
+            "200": _columns(
+                "one page per partition; the binary answer is the fetch framing of "
+                "docs/BATCH_FORMAT.md",
+                m.FetchResult,
+            )
+        },
+        ("400", "404", "421", "503", "401"),
+        params=(TOPIC,),
+        body=m.FetchRequest,
+    ),
+    Route(
         "get",
         "/v1/topics/{topic}/keys/{key}",
         "messages with this key, newest first",
