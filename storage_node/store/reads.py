@@ -70,6 +70,12 @@ class Reads:
         p = check_int("partition", partition, 0, cfg.partitions - 1)
         return cfg, self.queues.get(topic, p)
 
+    def partition_offsets(self, topic: str) -> list[tuple[int, int]]:
+        """(first offset, next offset) of each partition of ``topic``."""
+        cfg = self.topics.get(topic)
+        queues = [self.queues.get(topic, p) for p in range(cfg.partitions)]
+        return [(q.first_offset, q.next_offset) for q in queues]
+
     def read_args(
         self,
         topic: str,
