@@ -113,6 +113,15 @@ class Reads:
         max_bytes: int = 1 << 20,
         tag: str | None = None,
     ) -> ReadResult:
+        """Messages from ``offset`` on; at least one if any, then up to the limits.
+
+        The definition, record by record: walk the offsets from ``offset``; skip a record
+        whose tag is not ``tag`` (when given; at most TAG_SCAN_LIMIT offsets are looked at,
+        in steps of 1,000); stop before a record whose value would take the values past
+        ``max_bytes`` (unless nothing was taken yet) and after ``max_messages``. A record
+        that cannot be served (corrupt frame, lost entry) raises CorruptData when the walk
+        reaches it. ``read_columns`` computes exactly this with arrays; this method returns
+        its answer as ``Message`` objects."""
         batch = self.read_columns(topic, partition, offset, max_messages, max_bytes, tag)
         return ReadResult(batch.messages(), batch.next_offset)
 

@@ -35,7 +35,7 @@ from storage_node.store.offsets import OffsetStore
 from storage_node.store.parts import Parts, Shared
 from storage_node.store.pools import LazyPool
 from storage_node.store.reads import MAX_LOOKUP, MAX_READ_MESSAGES
-from storage_node.store.stats import describe, new_counters
+from storage_node.store.stats import count, describe, new_counters
 from storage_node.store.topics import TopicRegistry
 from storage_node.store.types import (
     AppendColumns,
@@ -145,9 +145,7 @@ class Store:
                 return
             self._use(self.parts.rebuilt())
             self.parts.reload(error)
-            self.counters["resumed_after_write_error"] = (
-                self.counters.get("resumed_after_write_error", 0) + 1
-            )
+            count(self.counters, "resumed_after_write_error")
 
     # ---- lifecycle of the object ------------------------------------------------------
     @classmethod
@@ -243,12 +241,8 @@ class Store:
         sequence: int | None = None,
         partitions_allowed: Sequence[int] | None = None,
     ) -> AppendColumns:
-        """``append`` of a batch given as parallel lists (None = not given for all).
-
-        Same validation, durability and idempotency as ``append``; no object is made per
-        message: the lists are packed into columns (by the writing thread, together with
-        the batches of concurrent producers) and the batch is encoded as arrays.
-        """
+        """``append`` of a batch given as parallel lists (None = not given for all): same
+        checks, durability and idempotency, packed into columns with no object per message."""
         return self.appends.append_columns(
             topic,
             values,
@@ -270,13 +264,8 @@ class Store:
         sequence: int | None = None,
         partitions_allowed: Sequence[int] | None = None,
     ) -> AppendColumns:
-        """``append`` of a batch already packed as columns (the binary wire format's shape).
-
-        Batches that arrive while another one is being written are written together by
-        whichever producer gets the append lock next (group commit): one pass of checking,
-        encoding and indexing and one write for all of them, each keeping its own frames,
-        results, errors and idempotency entry. Producers then share the fsync as well.
-        """
+        """``append`` of a batch already packed as columns (the binary wire format's shape);
+        concurrent batches are written and fsynced together (group_commit.py)."""
         return self.appends.append_packed(topic, batch, producer_id, sequence, partitions_allowed)
 
     def submit(
@@ -312,15 +301,8 @@ class Store:
         max_bytes: int = 1 << 20,
         tag: str | None = None,
     ) -> ReadResult:
-        """Messages from ``offset`` on; at least one if any, then up to the limits.
-
-        The definition, record by record: walk the offsets from ``offset``; skip a record
-        whose tag is not ``tag`` (when given; at most TAG_SCAN_LIMIT offsets are looked at,
-        in steps of 1,000); stop before a record whose value would take the values past
-        ``max_bytes`` (unless nothing was taken yet) and after ``max_messages``. A record
-        that cannot be served (corrupt frame, lost entry) raises CorruptData when the walk
-        reaches it. ``read_columns`` computes exactly this with arrays; this method returns
-        its answer as ``Message`` objects."""
+        """Messages from ``offset`` on; at least one if any, then up to the limits (the
+        definition, record by record, is at ``Reads.read`` and in docs/ENGINE_API.md)."""
         return self.reads.read(topic, partition, offset, max_messages, max_bytes, tag)
 
     def read_columns(
