@@ -180,9 +180,7 @@ def messagestores(namespace: str | None, name: str | None, **_: Any) -> dict[tup
 
 
 @kopf.on.startup()
-async def configure(
-    settings: kopf.OperatorSettings, memo: kopf.Memo, messagestores: kopf.Index, **_: Any
-) -> None:
+async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> None:
     """Read the operator's settings, keep kopf's bookkeeping in our own annotations (the
     status schema is strict), and start the status loop."""
     try:
@@ -190,6 +188,8 @@ async def configure(
     except SettingsError as exc:  # the operator stops: a permanent failure at start-up
         raise kopf.PermanentError(f"bad operator setting: {exc}") from exc
     log.info("operator settings: %s", config)
+    # kopf passes its indices by name; its ActivityFn protocol has no parameter for them.
+    stores: kopf.Index[tuple[str, str], bool] = kwargs["messagestores"]
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=PREFIX, key="last-handled-configuration"
@@ -201,7 +201,7 @@ async def configure(
     settings.networking.request_timeout = 60
     state = OperatorState(await asyncio.to_thread(connect), config)
     memo.state = state
-    state.loop_task = asyncio.create_task(status_loop(state, messagestores))
+    state.loop_task = asyncio.create_task(status_loop(state, stores))
 
 
 @kopf.on.cleanup()
@@ -216,8 +216,11 @@ async def stop_loop(memo: kopf.Memo, **_: Any) -> None:
 @kopf.on.update(GROUP, VERSION, PLURAL)
 def reconcile_handler(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
     """Bring the children in line with the spec (only what changed is sent)."""
+    namespace, name = body.metadata.namespace, body.metadata.name
+    if namespace is None or name is None:  # MessageStore is namespaced; kopf sends both
+        raise kopf.PermanentError("the MessageStore event has no namespace or name")
     try:
-        result = run_pass(memo.state, body.metadata.namespace, body.metadata.name)
+        result = run_pass(memo.state, namespace, name)
     except SpecProblem as exc:
         raise kopf.PermanentError(str(exc)) from exc
     except Retry as exc:
@@ -247,7 +250,7 @@ def refresh_one(state: OperatorState, namespace: str, name: str) -> None:
                 log.warning("%s/%s: status patch failed: %s", namespace, name, exc)
 
 
-async def status_loop(state: OperatorState, stores: kopf.Index) -> None:
+async def status_loop(state: OperatorState, stores: kopf.Index[tuple[str, str], bool]) -> None:
     """Every ``interval_s``: refresh every store of the index (one at a time, in a worker
     thread)."""
     while True:

@@ -92,11 +92,16 @@ class Record:
     size: int
 
 
+# One piece of an encoded batch: the caller's own value objects, views into the columns, or
+# the joined frames; each is written as it is (a gathering write).
+Piece = bytes | bytearray | memoryview
+
+
 @dataclass
 class EncodedBatch:
     """A batch ready for the log: pieces to write in order, and where everything lands."""
 
-    pieces: list[bytes | memoryview]
+    pieces: list[Piece]
     frame_sizes: np.ndarray  # int64, one per frame
     row_offsets: np.ndarray  # int64, each record's row position from the batch's first byte
     record_sizes: np.ndarray  # int64
@@ -215,7 +220,8 @@ def encode_frames(
     row_bytes = memoryview(rows.tobytes())
     kmv, tmv, imv = memoryview(keys.blob), memoryview(tags.blob), memoryview(msg_ids.blob)
     vmv = memoryview(values.blob) if vparts is None else None
-    pieces: list[bytes | memoryview] = []
+    kept_values: list[bytes] = vparts or []
+    pieces: list[Piece] = []
     crc32 = crc32c
     table = np.concatenate((heads[None], ends[None], at_heads, at_ends, frame_sizes[None]))
     # small values: the frames are joined into one buffer and each CRC is computed over its
@@ -237,19 +243,25 @@ def encode_frames(
             store_ms,
             prod[1] if prod is not None else 0,
         )
-        body = [row_bytes[a * ROW : b * ROW], leads[owner], kmv[k0:k1], tmv[t0:t1], imv[i0:i1]]
-        if joined:
+        body: list[Piece] = [
+            row_bytes[a * ROW : b * ROW],
+            leads[owner],
+            kmv[k0:k1],
+            tmv[t0:t1],
+            imv[i0:i1],
+        ]
+        if vmv is not None:
             pieces.append(PREFIX.pack(size, 0) + tail)
             pieces.extend(body)
-            pieces.append(vmv[v0:v1])  # type: ignore[index]
+            pieces.append(vmv[v0:v1])
             continue
         # everything before the values is small: one piece and one CRC call for it
         head = b"".join((tail, *body))
         crc = crc32(head)
-        for value in vparts[a:b]:  # type: ignore[index]
+        for value in kept_values[a:b]:
             crc = crc32(value, crc)
         pieces.append(PREFIX.pack(size, crc) + head)
-        pieces.extend(vparts[a:b])  # type: ignore[index]
+        pieces.extend(kept_values[a:b])
     if frames == 1:
         row_offsets = index_in_frame * ROW + FRAME_SIZE
         frame_starts = [0]

@@ -28,7 +28,7 @@ def packed_columns(messages: list) -> PackedBatch | None:
         return None
     if not set().union(*messages) <= MESSAGE_FIELDS - {"value_base64"}:
         return None
-    column = {f: list(map(dict.get, messages, repeat(f))) for f in _COLUMNS}
+    column: dict[str, list[Any]] = {f: list(map(dict.get, messages, repeat(f))) for f in _COLUMNS}
     values = column["value"]
     try:
         text = "".join(values)
@@ -41,7 +41,7 @@ def packed_columns(messages: list) -> PackedBatch | None:
         if not set(map(type, column[name])) <= _STR_OR_NONE:
             return None
         packed[name] = PackedColumn.of_text(column[name], name)
-    numbers = {}
+    numbers: dict[str, np.ndarray | None] = {}
     for name in ("timestamp", "partition"):
         items = column[name]
         if items.count(None) == n:

@@ -106,7 +106,12 @@ def _fields(cls: type, skip: set[str]) -> dict[str, Any]:
     for f in dataclasses.fields(cls):
         if f.name in skip:
             continue
-        default = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
+        if f.default is not dataclasses.MISSING:
+            default: Any = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            default = ...  # no default: pydantic's marker for a required field
         out[f.name] = (hints[f.name], default)
     return out
 
@@ -139,7 +144,7 @@ def _read(
     """Every setting with its source precedence applied, converted to the field types."""
     model = settings_model()
 
-    class Resolved(model):  # type: ignore[valid-type,misc]
+    class Resolved(model):  # type: ignore[valid-type,misc]  # the base is generated at run time
         @classmethod
         def settings_customise_sources(
             cls, settings_cls: type[BaseSettings], *_: Any, **__: Any

@@ -75,9 +75,10 @@ class AppendPass:
             try:
                 self.check_open()
                 for t in group:
-                    if t.producer_id is not None:
+                    # (producer id and sequence come together: Store._start_append)
+                    if t.producer_id is not None and t.sequence is not None:
                         key = (t.producer_id, t.sequence)
-                        previous = self.dedup.get(*key)  # type: ignore[arg-type]
+                        previous = self.dedup.get(*key)
                         if previous is not None:
                             self.counters["duplicate_batches"] += 1
                             t.result = previous
@@ -86,7 +87,7 @@ class AppendPass:
                             self.counters["duplicate_batches"] += 1
                             repeats.append((t, seen[key]))
                             continue
-                        seen[key] = t  # type: ignore[index]
+                        seen[key] = t
                     fresh.append(t)
                 fresh, prep = self._prepare_group(group[0].cfg, fresh)
                 if fresh and prep is not None:
@@ -121,8 +122,9 @@ class AppendPass:
         for t in tickets:  # one by one: each its own errors and partitions_allowed
             try:
                 t.batch = pack_batches([t.batch])
-                prepared = prepare(cfg, t.batch, t.allowed, limit)
-                self._check_given_ids(prepared, taken)
+                candidate = prepare(cfg, t.batch, t.allowed, limit)
+                self._check_given_ids(candidate, taken)
+                prepared = candidate  # only an accepted batch: a refused one is never written
                 good.append(t)
             except Exception as exc:  # that caller's error alone
                 t.error = exc
@@ -226,7 +228,12 @@ class AppendPass:
             )
         born = store_ms if prep.born is None else np.where(prep.born < 0, store_ms, prep.born)
         producers = [
-            (count, (t.producer_id.encode(), t.sequence) if t.producer_id is not None else None)
+            (
+                count,
+                (t.producer_id.encode(), t.sequence)
+                if t.producer_id is not None and t.sequence is not None
+                else None,
+            )
             for t, count in zip(tickets, counts, strict=True)
         ]
         encoded = encode_frames(
@@ -239,7 +246,7 @@ class AppendPass:
             batch.tags,
             ids,
             batch.values,
-            batches=producers,  # type: ignore[arg-type]
+            batches=producers,
         )
         frame_pos = self.log.append(encoded.pieces, encoded.frame_sizes)
         positions = encoded.row_offsets + int(frame_pos[0])
@@ -255,8 +262,8 @@ class AppendPass:
             for p, a, b in groups:
                 self.queues.get(topic, p).append(entries[a:b])
             if prep.hashes is not None:
-                keyed = prep.keyed
-                if bool(keyed.all()):  # type: ignore[union-attr]
+                keyed = prep.keyed  # computed with the hashes (prepare)
+                if keyed is None or bool(keyed.all()):
                     self.keyidx.add(prep.hashes, positions, store_ms)
                 else:
                     self.keyidx.add(prep.hashes[keyed], positions[keyed], store_ms)
@@ -277,8 +284,8 @@ class AppendPass:
             raise error from exc
         results = split_results(parr, qarr, ids, counts)
         for t, result in zip(tickets, results, strict=True):
-            if t.producer_id is not None:
-                self.dedup.put(t.producer_id, t.sequence, result)  # type: ignore[arg-type]
+            if t.producer_id is not None and t.sequence is not None:
+                self.dedup.put(t.producer_id, t.sequence, result)
         c = self.counters
         c["appended_messages"] += n
         c["appended_bytes"] += prep.total

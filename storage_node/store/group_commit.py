@@ -78,7 +78,8 @@ class GroupCommit:
             raise
         if ticket.error is not None:
             raise ticket.error
-        return ticket.result  # type: ignore[return-value]
+        assert ticket.result is not None  # answered: a result or an error
+        return ticket.result
 
     def _lead(self) -> None:
         """Write the waiting batches, the leader's own among them, and hand the lead on.

@@ -177,7 +177,14 @@ class Lifecycle:
             raise NotFound(f"no sealed {kind} named {name!r}", name=name)
         if kind == "segment":
             return self.log.read_segment(int(name))
-        return self.keyidx.files[name].trimmed_bytes()  # type: ignore[union-attr]
+        return self._sealed_key_index(name)
+
+    def _sealed_key_index(self, name: str) -> bytes:
+        """A sealed IndexFile's trimmed image (NotFound once it has been compacted)."""
+        index = self.keyidx.files[name]
+        if not isinstance(index, KeyIndexFile):
+            raise NotFound(f"no sealed key_index named {name!r}", name=name)
+        return index.trimmed_bytes()
 
     def _install_segment(self, start: int, data: bytes) -> FileInfo:
         name = segment_name(start)
@@ -207,7 +214,7 @@ class Lifecycle:
             return self._install_segment(
                 start, compact_segment_bytes(raw, self._compress_segments())
             )
-        raw = self.keyidx.files[info.name].trimmed_bytes()  # type: ignore[union-attr]
+        raw = self._sealed_key_index(info.name)
         return self._install_key_index(info.name, compact_key_index_bytes(raw))
 
     def commit_compacted(self, kind: str, name: str, data: bytes, crc32: int) -> FileInfo:

@@ -17,6 +17,7 @@ import time
 
 from storage_node.backend.files import fsync_dir, start_writeback, write_all
 from storage_node.errors import DiskFull, Unavailable
+from storage_node.formats.record import Piece
 from storage_node.formats.segment_name import segment_name
 from storage_node.store.log_state import Chunk
 from storage_node.store.write_cache import WriteCache
@@ -139,7 +140,8 @@ class LogFlusher(WriteCache):
         """(Flusher, after writing up to ``end``.) Hand the fsync to the syncer thread on a
         descriptor of its own; a newer request replaces an older one (it covers it: a segment
         that was left behind got its fsync when the flusher moved on)."""
-        fd = os.dup(self._write_fd)  # type: ignore[arg-type]
+        assert self._write_fd is not None  # called after a batch was written
+        fd = os.dup(self._write_fd)
         with self._cond:
             old, self._sync_request = self._sync_request, (fd, end)
             self._sync_asked = max(self._sync_asked, end)
@@ -213,7 +215,7 @@ class LogFlusher(WriteCache):
         while i < len(batch):
             seg = batch[i].seg
             j = i
-            bufs: list[bytes] = []
+            bufs: list[Piece] = []
             want = 0
             while j < len(batch) and batch[j].seg == seg and len(bufs) < IOV_MAX:
                 c = batch[j]

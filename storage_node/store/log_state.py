@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass
 
 from storage_node.backend.files import ensure_dir
+from storage_node.errors import MsgStoreError
+from storage_node.formats.record import Piece
 from storage_node.formats.segment_name import segment_name
 from storage_node.store.segment_readers import RawSegment, SegmentHandle
 
@@ -27,7 +29,7 @@ FRAME_CACHE = 16  # verified frames kept for reads
 class Chunk:
     pos: int  # log position of the first byte
     seg: int  # start position of the segment it belongs to
-    data: bytes | list[bytes]  # contiguous, or the pieces of whole frames (gathering write)
+    data: bytes | list[Piece]  # contiguous, or the pieces of whole frames (gathering write)
     count: int
     size: int
 
@@ -90,7 +92,7 @@ class LogState:
         self.fsync_bytes = fsync_bytes  # async: also fsync once this much is unsynced
         self._last_fsync = time.monotonic()
         self._closing = False
-        self._error: Exception | None = None
+        self._error: MsgStoreError | None = None
         self._write_fd: int | None = None
         self._write_seg = -1
         self._thread: threading.Thread | None = None
@@ -106,7 +108,7 @@ class LogState:
         self._frames: list[tuple[int, int, memoryview]] = []
 
     @property
-    def error(self) -> Exception | None:
+    def error(self) -> MsgStoreError | None:
         """The failed write's error that stops appends until the store recovers in place."""
         return self._error
 

@@ -10,6 +10,7 @@ import os
 import shutil
 import threading
 from collections import OrderedDict
+from typing import Literal, overload
 
 import numpy as np
 
@@ -30,6 +31,10 @@ class MsgIdIndexes:
     def _path(self, hour: int, app: str) -> str:
         return os.path.join(self.root, hour_folder(hour), app)
 
+    @overload
+    def _file(self, hour: int, app: str, create: Literal[True]) -> MsgIdIndexFile: ...
+    @overload
+    def _file(self, hour: int, app: str, create: bool) -> MsgIdIndexFile | None: ...
     def _file(self, hour: int, app: str, create: bool) -> MsgIdIndexFile | None:
         key = (hour, app)
         f = self._files.get(key)

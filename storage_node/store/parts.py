@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from storage_node.backend.objectstore import ObjectStore
+from storage_node.errors import MsgStoreError
 from storage_node.formats.checkpoint import Checkpoint
 from storage_node.store.append_pass import AppendPass
 from storage_node.store.checkpointer import Checkpointer
@@ -140,7 +141,7 @@ class Parts:
                 pass
         return Parts(self.shared, self.appender.last_store_ms)
 
-    def reload(self, error: Exception) -> None:
+    def reload(self, error: MsgStoreError) -> None:
         """``load`` after ``error`` stopped the old parts. If recovery fails too (still no
         room), appends keep being refused and the error is raised again, with the new one:
         the next append retries."""
@@ -148,8 +149,7 @@ class Parts:
             self.load()
         except OSError as exc:
             self.log.refuse_appends(error)
-            message = getattr(error, "message", str(error))
-            raise type(error)(f"{message}; still failing: {exc}") from exc
+            raise type(error)(f"{error.message}; still failing: {exc}") from exc
 
     def prepare_spare(self) -> None:
         """The next key-index file, made before an append needs it (see KeyIndexSet). A

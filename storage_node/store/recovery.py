@@ -29,6 +29,7 @@ from storage_node.backend.files import fsync_dir, remove_file, remove_temporarie
 from storage_node.backend.objectstore import ObjectStore
 from storage_node.errors import CorruptData, InvalidArgument
 from storage_node.formats.checkpoint import Checkpoint
+from storage_node.formats.key_index_file import KeyIndexFile
 from storage_node.formats.keyhash import key_hashes
 from storage_node.formats.message_id import numbered_ids, parse_msg_id
 from storage_node.formats.queue_index import ENTRY_DTYPE, QueueIndex, tag_hash
@@ -217,11 +218,13 @@ class LogLoader:
                 report.corrupt_files.append(f"index/{state}/{name}: {exc}")
                 continue
             kx.install(name, state, handle)
-            if name == ck_name and state == "unsealed":
+            # the checkpoint's unsealed file (open_local opens every unsealed one as a
+            # KeyIndexFile)
+            if ck is not None and name == ck_name and isinstance(handle, KeyIndexFile):
                 if not clean:
-                    handle.truncate_to(ck.key_index_count)  # type: ignore[union-attr]
-                if not handle.full:  # type: ignore[union-attr]
-                    kx.active = handle  # type: ignore[assignment]
+                    handle.truncate_to(ck.key_index_count)
+                if not handle.full:
+                    kx.active = handle
 
     def _recover_queues(self, ck: Checkpoint | None, clean: bool) -> None:
         saved = ck.queues if ck is not None else {}

@@ -13,14 +13,15 @@ import time
 
 import numpy as np
 
-from storage_node.errors import OffsetOutOfRange, Unavailable
+from storage_node.errors import MsgStoreError, OffsetOutOfRange, Unavailable
+from storage_node.formats.record import Piece
 from storage_node.store.log_state import Chunk, LogState
 
 
 class WriteCache(LogState):
     """The append path of the commit log (the caller holds the store's append lock)."""
 
-    def append(self, data: bytes | list[bytes], sizes: np.ndarray) -> np.ndarray:
+    def append(self, data: bytes | list[Piece], sizes: np.ndarray) -> np.ndarray:
         """Queue ``data`` (whole frames of ``sizes``, contiguous or as a list of pieces);
         returns each frame's position. Frames, not records, are the unit of the log."""
         if self._error is not None:
@@ -78,14 +79,14 @@ class WriteCache(LogState):
                 self._kick.notify()
         return positions
 
-    def refuse_appends(self, error: Exception) -> None:
+    def refuse_appends(self, error: MsgStoreError) -> None:
         """Keep refusing appends with ``error`` (an in-place recovery that failed too: the
         next append tries again)."""
         with self._cond:
             self._error = error
             self._wake_all_locked()
 
-    def abandon(self, pos: int, error: Exception) -> None:
+    def abandon(self, pos: int, error: MsgStoreError) -> None:
         """Stop after a failed append: drop the cached bytes from ``pos`` on (not yet taken by
         a flush) and keep ``error`` until the store recovers in place (see Store)."""
         with self._cond:
