@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import aiohttp
 import numpy as np
 
-from storage_node.errors import DiskFull, MsgStoreError, Unavailable
+from storage_node.errors import DiskFull, MsgStoreError, Unavailable, UnknownTopic
 from storage_node.server.routing_state import RoutingState
 from storage_node.server.settings import NodeSettings
 from storage_node.tls import client_context
@@ -126,7 +126,26 @@ class NodeRuntime:
             return
         from storage_node.store import TopicConfig
 
-        for name, route in self.routing.table.topics.items():
+        table = self.routing.table
+        deleted = frozenset(
+            name
+            for name, pending in table.pending_deletions().items()
+            if self.settings.node_id in pending and name not in table.topics
+        )
+        for name in deleted:  # deleted while this node was away
+            try:
+                self.store.delete_topic(name)
+            except UnknownTopic:
+                pass
+            self.routing.deletion_done(name, frozenset({self.settings.node_id}))
+        local = {t.name: t for t in self.store.list_topics()}
+        for name, route in table.topics.items():
+            if name in local and local[name].partitions < route.partitions:
+                try:  # partitions added while this node was away
+                    self.store.add_partitions(name, route.partitions)
+                except MsgStoreError as exc:
+                    log.error("cannot add partitions to routed topic %s: %s", name, exc)
+                continue
             try:
                 self.store.create_topic(
                     TopicConfig(
@@ -143,6 +162,18 @@ class NodeRuntime:
         """GET a JSON document from another node (same token); None for a 404.
 
         Raises Unavailable when the peer cannot answer, so callers can report it."""
+        return await self.peer_call("GET", address, path, params)
+
+    async def peer_call(
+        self,
+        method: str,
+        address: str,
+        path: str,
+        params: dict[str, str],
+        json_body: Any = None,
+    ) -> Any:
+        """``peer_get`` with any method and an optional JSON body; a peer's typed error
+        other than 404 comes back as Unavailable naming its answer."""
         if self.peer_session is None:
             # Peers are verified against the cluster's CA (https addresses only).
             ssl_ctx = client_context(self.settings.tls_ca or None)
@@ -157,13 +188,20 @@ class NodeRuntime:
         if self.settings.token:
             headers["Authorization"] = f"Bearer {self.settings.token}"
         try:
-            async with self.peer_session.get(
-                address + path, params=params, headers=headers
+            async with self.peer_session.request(
+                method, address + path, params=params, headers=headers, json=json_body
             ) as resp:
                 if resp.status == 404:
                     return None
                 if resp.status != 200:
-                    raise Unavailable(f"node {address} answered {resp.status} for {path}")
+                    try:
+                        reason = (await resp.json())["error"]["message"]
+                    except (ValueError, KeyError, TypeError, aiohttp.ContentTypeError):
+                        reason = ""
+                    raise Unavailable(
+                        f"node {address} answered {resp.status} for {method} {path}"
+                        + (f": {reason}" if reason else "")
+                    )
                 return await resp.json()
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise Unavailable(f"node {address} is unreachable: {exc}") from None

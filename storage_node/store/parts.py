@@ -49,6 +49,7 @@ class Shared:
     checkpoint: Callable[[], Checkpoint]  # a checkpoint of the store (not a clean one)
     saved_checkpoint: Callable[[], Checkpoint | None]
     sync_pool: Callable[[], concurrent.futures.ThreadPoolExecutor]
+    purge_deleted: Callable[[], list[str]]  # leftovers of deleted topics (topic_admin.py)
 
 
 class Parts:
@@ -84,6 +85,7 @@ class Parts:
             config.max_message_bytes,
             s.check_open,
             last_store_ms,
+            topics=s.topics,
         )
         self.reads = Reads(
             self.log, s.topics, self.queues, self.keyidx, self.msgids, s.counters, s.check_open
@@ -114,7 +116,8 @@ class Parts:
         self.recovery_report: dict = {}
 
     def load(self) -> None:
-        """Recover the parts from disk (see recovery.py) and start the log."""
+        """Recover the parts from disk (see recovery.py), remove what deleted topics left
+        (the store serves from these parts already), and start the log."""
         s = self.shared
         loaded = LogLoader(
             s.root,
@@ -129,6 +132,7 @@ class Parts:
         ).load()
         self.appender.last_store_ms = max(self.appender.last_store_ms, loaded.last_store_ms)
         self.recovery_report = loaded.report.as_dict()
+        self.recovery_report["deleted_topics_purged"] = s.purge_deleted()
         self.log.start()
 
     def rebuilt(self) -> Parts:

@@ -36,6 +36,12 @@ from storage_node.store.parts import Parts, Shared
 from storage_node.store.pools import LazyPool
 from storage_node.store.reads import MAX_LOOKUP, MAX_READ_MESSAGES
 from storage_node.store.stats import count, describe, new_counters
+from storage_node.store.topic_admin import (
+    add_partitions,
+    create_topic,
+    delete_topic,
+    purge_leftovers,
+)
 from storage_node.store.topics import TopicRegistry
 from storage_node.store.types import (
     AppendColumns,
@@ -88,6 +94,7 @@ class Store:
                     lambda: self.checkpoint(clean=False),
                     lambda: self.saved_checkpoint,
                     self._syncer.get,
+                    lambda: purge_leftovers(self),
                 )
             )
         )
@@ -195,13 +202,20 @@ class Store:
 
     # ---- topics ---------------------------------------------------------------------
     def create_topic(self, config: TopicConfig) -> bool:
+        """Create a topic (True), or find it there with the same config (False)."""
         self._check_open()
-        with self._lock:
-            created = self.topics.create(config)
-            cfg = self.topics.get(config.name)
-            for p in range(cfg.partitions):
-                self.queue(cfg.name, p)
-            return created
+        return create_topic(self, config)
+
+    def delete_topic(self, name: str) -> TopicConfig:
+        """Delete a topic: gone from listings, its records unreachable, its groups' offsets
+        dropped; a topic created again under the name starts empty (see topic_admin.py)."""
+        self._check_open()
+        return delete_topic(self, name)
+
+    def add_partitions(self, name: str, partitions: int) -> TopicConfig:
+        """Raise a topic's partition count (only up; see topic_admin.py); the new config."""
+        self._check_open()
+        return add_partitions(self, name, partitions)
 
     def get_topic(self, name: str) -> TopicConfig:
         return self.topics.get(name)
