@@ -156,17 +156,12 @@ class AsyncClient:
     async def delete_topic(self, name: str) -> dict[str, Any]:
         """Delete a topic on every node; ``pending_nodes`` names those that did not answer
         (each deletes its copy when it next reads the routing table)."""
-        doc = await self._any_node("DELETE", f"/v1/topics/{quote(name, safe='')}")
-        await self.refresh_routing()
-        return doc
+        return await self._run(self.core.delete_topic(name))
 
     async def add_partitions(self, name: str, partitions: int) -> dict[str, Any]:
         """Raise a topic's partition count to ``partitions`` (only up). Keyed messages
         produced afterwards map to ``key_hash(key) % partitions``."""
-        path = f"/v1/topics/{quote(name, safe='')}/partitions"
-        doc = await self._any_node("POST", path, json_body={"partitions": partitions})
-        await self.refresh_routing()
-        return doc
+        return await self._run(self.core.add_partitions(name, partitions))
 
     async def list_topics(self) -> list[dict[str, Any]]:
         return await self._run(self.core.list_topics())

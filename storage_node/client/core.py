@@ -292,6 +292,17 @@ class ClientCore:
         yield from self.refresh_routing()
         return doc
 
+    def delete_topic(self, name: str) -> Op[dict[str, Any]]:
+        doc = yield from self.any_node("DELETE", f"/v1/topics/{quote(name, safe='')}")
+        yield from self.refresh_routing()
+        return doc
+
+    def add_partitions(self, name: str, partitions: int) -> Op[dict[str, Any]]:
+        path = f"/v1/topics/{quote(name, safe='')}/partitions"
+        doc = yield from self.any_node("POST", path, json_body={"partitions": partitions})
+        yield from self.refresh_routing()
+        return doc
+
     def list_topics(self) -> Op[list[dict[str, Any]]]:
         return (yield from self.any_node("GET", "/v1/topics"))["topics"]
 

@@ -160,17 +160,12 @@ class Client:
     def delete_topic(self, name: str) -> dict[str, Any]:
         """Delete a topic on every node; ``pending_nodes`` names those that did not answer
         (each deletes its copy when it next reads the routing table)."""
-        doc = self._any_node("DELETE", f"/v1/topics/{quote(name, safe='')}")
-        self.refresh_routing()
-        return doc
+        return self._run(self.core.delete_topic(name))
 
     def add_partitions(self, name: str, partitions: int) -> dict[str, Any]:
         """Raise a topic's partition count to ``partitions`` (only up). Keyed messages
         produced afterwards map to ``key_hash(key) % partitions``."""
-        path = f"/v1/topics/{quote(name, safe='')}/partitions"
-        doc = self._any_node("POST", path, json_body={"partitions": partitions})
-        self.refresh_routing()
-        return doc
+        return self._run(self.core.add_partitions(name, partitions))
 
     def list_topics(self) -> list[dict[str, Any]]:
         return self._run(self.core.list_topics())
