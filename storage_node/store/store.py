@@ -6,7 +6,8 @@ and after a failed write (the commit log, the derived indexes, the idempotency t
 ``recovery.LogLoader``); ``appends.Appends`` the append entry points, queueing into
 ``group_commit.GroupCommit``; ``consumer_groups``, ``topics``, ``maintenance`` (the background
 thread) and ``stats``. The parts are handed what they work on and never see the Store. Each
-public method keeps its contract here (docs/ENGINE_API.md); the work is in the parts.
+public method keeps its contract here (docs/ENGINE_API.md); the work is in the parts. A
+little over 400 lines for that reason: the whole public API, every signature as callers use it.
 """
 
 from __future__ import annotations
