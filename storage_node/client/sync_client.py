@@ -34,7 +34,7 @@ from storage_node.client.common import (
     results_from_answer,
     to_out_message,
 )
-from storage_node.errors import MsgStoreError, NotOwner, Unavailable
+from storage_node.errors import Fenced, MsgStoreError, NotOwner, Unavailable
 from storage_node.server.batch_codec import ReadColumns
 
 
@@ -270,6 +270,8 @@ class Client:
                     raise
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
+                if isinstance(err, Unavailable | Fenced):  # a replicated log's leader moved:
+                    batch.address = self._leader_address(batch.node_id, batch.address)
 
     # -- reads and lookups ----------------------------------------------------------------
     def _owner_request(self, topic: str, partition: int, method: str, path: str, **kw: Any) -> Any:
@@ -293,7 +295,21 @@ class Client:
                     raise
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
+                if isinstance(err, Unavailable | Fenced) and owner is not None:
+                    address = self._leader_address(owner[0], address)
         return self.request(method, address, path, **kw)
+
+    def _leader_address(self, owner: str, address: str) -> str:
+        """(After an outage.) The owner's address in a fresh routing table: a replicated
+        log's new leader, where the same request (same producer id and sequence) goes."""
+        if self.routing.table is None or not self.routing.table.logs:
+            return address
+        try:
+            self.refresh_routing()
+        except MsgStoreError:
+            return address
+        table = self.routing.table
+        return self.routing.address_of(table.leader_of(owner)) or address
 
     def read(
         self,

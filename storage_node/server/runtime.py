@@ -18,6 +18,7 @@ import aiohttp
 import numpy as np
 
 from storage_node.errors import DiskFull, MsgStoreError, Unavailable
+from storage_node.replication.replicas import LogHost
 from storage_node.server.routing_state import RoutingState
 from storage_node.server.settings import NodeSettings
 from storage_node.tls import client_context
@@ -45,6 +46,7 @@ class NodeRuntime:
         self._round_robin: dict[str, int] = {}
         self.peer_session: aiohttp.ClientSession | None = None
         self._appended: dict[tuple[str, int], asyncio.Event] = {}
+        self.replicas: LogHost | None = None  # replicated logs (routing table with "logs")
 
     # -- long polls -------------------------------------------------------------------
     def append_event(self, topic: str, partition: int) -> asyncio.Event:
@@ -81,6 +83,41 @@ class NodeRuntime:
             reason = self.startup_error or "the node is still recovering its store"
             raise Unavailable(reason, retry_after_s=1)
         return self.store
+
+    def store_for(self, topic: str, partition: int) -> Any:
+        """The store holding a partition: the node's store, or the replicated log's (which
+        this node must lead: 421 / 409 otherwise)."""
+        log_id = self.routing.log_of(topic, partition) if self.replicas is not None else None
+        if log_id is None:
+            return self.require_store()
+        return self.replicas.led(log_id).store  # type: ignore[union-attr]
+
+    def read_stores(self) -> list[Any]:
+        """The stores whose messages this node answers lookups for (the logs it leads)."""
+        if self.replicas is not None:
+            return self.replicas.led_stores()
+        return [self.require_store()]
+
+    async def replicated(self, topic: str, partition: int, store: Any) -> int | None:
+        """(After a ``sync`` append to ``store``.) Wait until the log's minimum in-sync
+        replicas hold it; returns how many replicas do (None when not replicated)."""
+        log_id = self.routing.log_of(topic, partition) if self.replicas is not None else None
+        if log_id is None:
+            return None
+        hosted = self.replicas.led(log_id)  # type: ignore[union-attr]
+        tracker = hosted.tracker
+        assert tracker is not None
+        position = store.log.durable_end if store.log.sync_mode else store.log.end
+        tracker.grew()
+        if not store.log.sync_mode:
+            return tracker.copies(position)
+        copies = await tracker.wait_copies(
+            position,
+            store.log.durable_end,
+            self.replicas.ack_timeout_s,  # type: ignore[union-attr]
+        )
+        self.replicas.led(log_id)  # type: ignore[union-attr]  # not replaced meanwhile
+        return copies
 
     def require_writable(self) -> Any:
         store = self.require_store()
@@ -126,18 +163,20 @@ class NodeRuntime:
             return
         from storage_node.store import TopicConfig
 
+        stores = self.replicas.all_stores() if self.replicas is not None else [self.store]
         for name, route in self.routing.table.topics.items():
-            try:
-                self.store.create_topic(
-                    TopicConfig(
-                        name=name,
-                        partitions=route.partitions,
-                        compression=route.compression,
-                        retention_hours=route.retention_hours,
+            for store in stores:
+                try:
+                    store.create_topic(
+                        TopicConfig(
+                            name=name,
+                            partitions=route.partitions,
+                            compression=route.compression,
+                            retention_hours=route.retention_hours,
+                        )
                     )
-                )
-            except MsgStoreError as exc:
-                log.error("cannot create routed topic %s: %s", name, exc)
+                except MsgStoreError as exc:
+                    log.error("cannot create routed topic %s: %s", name, exc)
 
     async def peer_get(self, address: str, path: str, params: dict[str, str]) -> Any:
         """GET a JSON document from another node (same token); None for a 404.

@@ -30,6 +30,8 @@ async def _routing_watch(runtime: NodeRuntime, app: web.Application) -> None:
             if runtime.routing.refresh_if_changed():
                 app[METRICS].routing_reloads.inc()
                 log.info("routing table generation %d loaded", runtime.routing.table.generation)
+                if runtime.replicas is not None:
+                    await runtime.in_thread(runtime.replicas.apply, runtime.routing.table)
                 await runtime.in_thread(runtime.sync_topics_from_routing)
         except Exception:  # noqa: BLE001 - the watcher must survive anything
             log.exception("routing reload failed")
@@ -48,9 +50,26 @@ async def _tls_watch(runtime: NodeRuntime, tls: ReloadingServerContext) -> None:
 def _open_store(runtime: NodeRuntime) -> None:
     from storage_node.store import Store
 
-    os.makedirs(runtime.settings.data_dir, exist_ok=True)
-    store = Store.open(build_store_config(runtime.settings))
-    runtime.store = store
+    settings = runtime.settings
+    os.makedirs(settings.data_dir, exist_ok=True)
+    table = runtime.routing.table
+    if table.logs:  # replicated logs: one store per log this node holds
+        from storage_node.replication.replicas import LogHost
+
+        headers = {"Authorization": f"Bearer {settings.token}"} if settings.token else {}
+        host = LogHost(
+            settings.node_id,
+            settings.data_dir,
+            build_store_config(settings),
+            headers,
+            settings.tls_ca or True,
+            settings.replication_ack_timeout_s,
+        )
+        host.apply(table)
+        runtime.replicas = host
+        runtime.store = host.home_store()
+    else:
+        runtime.store = Store.open(build_store_config(settings))
     runtime.sync_topics_from_routing()
 
 
@@ -107,7 +126,10 @@ async def serve(settings: NodeSettings) -> int:
     if not open_task.done():
         with contextlib.suppress(Exception):
             await open_task
-    if runtime.store is not None:
+    if runtime.replicas is not None:
+        await loop.run_in_executor(None, runtime.replicas.close)
+        log.info("stores closed cleanly")
+    elif runtime.store is not None:
         await loop.run_in_executor(None, runtime.store.close)
         log.info("store closed cleanly")
     await runtime.close()

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from storage_node.backend.files import ensure_dir, fsync_dir, start_writeback, write_all
-from storage_node.errors import DiskFull, OffsetOutOfRange, Unavailable
+from storage_node.errors import DiskFull, InvalidArgument, OffsetOutOfRange, Unavailable
 from storage_node.formats.record import Record, decode_row, frame_offset_of_row, verified_frame
 from storage_node.formats.segment import segment_name
 from storage_node.store.segments import BlockSegment, RawSegment
@@ -112,6 +112,7 @@ class CommitLog:
         # their records in the same few frames. Replaced, never changed in place, so
         # readers on other threads can walk the list they got.
         self._frames: list[tuple[int, int, memoryview]] = []
+        self._raw_cache: tuple[int, bytes] | None = None  # one inflated segment (read_raw)
 
     # ---- setup (recovery) -------------------------------------------------------------
     def install(self, start: int, handle: RawSegment | BlockSegment) -> None:
@@ -496,6 +497,80 @@ class CommitLog:
         self._write_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         fsync_dir(self.dirs["unsealed"])
         self._write_seg = seg
+
+    # ---- replication: raw frames in and out (see storage_node/replication) ------------
+    def read_raw(self, pos: int, max_bytes: int) -> tuple[int, bytes]:
+        """Durable log bytes from ``pos`` on, within one segment and at most ``max_bytes``
+        (a frame boundary must be given; the caller cuts at whole batches): (segment start,
+        bytes). Empty when ``pos`` is the durable end; OffsetOutOfRange outside the log."""
+        durable = self.durable_end
+        if pos < self.start_pos or pos > durable:
+            raise OffsetOutOfRange(f"log position {pos} is not held (durable end {durable})")
+        if pos == durable:
+            return pos, b""
+        i = bisect.bisect_right(self.starts, pos) - 1
+        if i < 0:
+            raise OffsetOutOfRange(f"log position {pos} is not held")
+        start = self.starts[i]
+        seg = self.segments.get(start)
+        if seg is None:  # expired or swapped meanwhile
+            return self.read_raw(pos, max_bytes)
+        end = min(durable, self.segment_end(start), pos + max_bytes)
+        try:
+            if isinstance(seg, RawSegment):
+                data = os.pread(seg.fd(), end - pos, pos - start)
+            else:
+                cached = self._raw_cache
+                if cached is None or cached[0] != start:
+                    cached = self._raw_cache = (start, self._inflate(seg))
+                data = cached[1][pos - start : end - start]
+        except FileNotFoundError:
+            if self.segments.get(start) is seg:
+                raise
+            return self.read_raw(pos, max_bytes)  # compacted or expired meanwhile
+        return start, data
+
+    @staticmethod
+    def _inflate(seg: RawSegment | BlockSegment) -> bytes:
+        from storage_node.formats.compressed import decompress_all
+
+        if isinstance(seg, BlockSegment):
+            return decompress_all(seg.reader._read(0, seg.stored_size))
+        return seg.read_all()
+
+    def append_raw(self, data: bytes, pos: int, seg: int, count: int) -> None:
+        """(A follower, append lock held.) Queue ``data``, whole checked frames copied from
+        the leader's log, at exactly ``pos`` in the leader's segment ``seg``: the copy keeps
+        the leader's positions and segment boundaries byte for byte."""
+        if self._error is not None:
+            raise self._error
+        if self._closing:
+            raise Unavailable("store is closing")
+        if pos != self.end:
+            raise OffsetOutOfRange(f"log copy expected at position {self.end}, not {pos}")
+        if seg == pos and seg != self.fill_seg:  # the leader began a segment here
+            self.fill_seg = pos
+            self.fill_bytes = 0
+        with self._cond:
+            if not self._active:
+                self._active_since = time.monotonic()
+            self._register_segment(self.fill_seg)
+            self._active.append(Chunk(pos, self.fill_seg, data, count, len(data)))
+            self._active_bytes += len(data)
+            self._active_count += count
+            self.fill_bytes += len(data)
+            self.end = pos + len(data)
+            if self._should_flush_locked():
+                self._kick.notify()
+
+    def restart_at(self, pos: int) -> None:
+        """(An empty follower log.) Begin at ``pos``: the leader no longer holds anything
+        before it (expired), so the copy starts there."""
+        if self.starts or self.end:
+            raise InvalidArgument("only an empty log can start at another position")
+        self.end = self.written_end = self.durable_end = self.start_pos = pos
+        self.fill_seg = pos
+        self.fill_bytes = 0
 
     # ---- reads -----------------------------------------------------------------------
     def _cached(self, pos: int) -> tuple[bytes, int] | None:

@@ -355,3 +355,29 @@ def _replay_ids(store: Store, ids: bytes, lens: np.ndarray, positions: np.ndarra
             store.msgids.put(parse_msg_id(text), p)
         except InvalidArgument:
             continue  # an ID that no longer parses is simply not indexed
+
+
+def index_copied(store: Store, data: bytes, pos: int) -> int:
+    """(A follower, append lock held.) Index whole, checked frames copied from a leader's
+    log at position ``pos`` exactly as replay does, so a follower promoted to leader serves
+    offsets, keys, message IDs and idempotent batches at once. Returns the records."""
+    covered = -1
+    view = memoryview(data)
+    off = 0
+    count = 0
+    group: list[tuple[memoryview, int]] = []
+    group_key: tuple = ()
+    while off < len(data):
+        size = int.from_bytes(data[off : off + 4], "little")
+        frame = view[off : off + size]
+        key = _batch_key(frame)
+        if group and (key != group_key or len(group) >= MAX_GROUP_FRAMES):
+            count += _index_frames(store, group, covered)
+            group = []
+        group_key = key
+        group.append((frame, pos + off))
+        off += size
+    if group:
+        count += _index_frames(store, group, covered)
+    store.dedup.end_replay()  # copies end at whole batches: the next one starts afresh
+    return count

@@ -1,0 +1,194 @@
+"""Failover of replicated logs: the one owner of leader changes.
+
+The controller probes every node. When a log's leader has not answered for ``timeout_s``,
+it picks the next epoch, fences the log's other replicas with it (each stops copying from
+older leaders and reports how far its durable copy goes), promotes the most caught-up one
+and writes the routing table with the new leader and epoch. It needs answers from
+``replicas - min_in_sync + 1`` of them: an acknowledged write is on ``min_in_sync``
+replicas, so at least one that answered holds it, and the most caught-up one holds every
+acknowledged write. Copies are prefixes of one history, so "most caught up" is the largest
+durable end. ``msgstore local`` runs it as a process; the operator would run the same code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import requests
+
+from storage_node.server.routing_state import read_routing_file, write_routing_file
+from storage_node.server.routing_table import LogRoute, RoutingTable
+
+log = logging.getLogger("msgstore.controller")
+
+
+class Controller:
+    def __init__(
+        self,
+        read_table: Callable[[], RoutingTable],
+        update_table: Callable[[Callable[[RoutingTable], RoutingTable | None]], RoutingTable],
+        headers: dict[str, str] | None = None,
+        verify: str | bool = True,
+        timeout_s: float = 3.0,
+        probe_s: float = 0.25,
+    ) -> None:
+        self.read_table = read_table
+        self.update_table = update_table
+        self.headers = headers or {}
+        self.verify = verify
+        self.timeout_s = timeout_s
+        self.probe_s = probe_s
+        self.last_ok: dict[str, float] = {}
+        self.session = requests.Session()
+        self.failovers: list[dict[str, Any]] = []
+
+    def _probe(self, address: str) -> bool:
+        try:
+            resp = self.session.get(
+                address + "/healthz", timeout=min(1.0, self.timeout_s / 2), verify=self.verify
+            )
+            return resp.status_code == 200
+        except requests.RequestException:
+            return False
+
+    def step(self) -> None:
+        """Probe every node once; fail over the logs whose leader is gone too long."""
+        table = self.read_table()
+        now = time.monotonic()
+        for node in table.nodes:
+            if self._probe(node.address):
+                self.last_ok[node.id] = now
+            else:
+                self.last_ok.setdefault(node.id, now)  # counted from the first probe
+        for route in table.logs.values():
+            if now - self.last_ok.get(route.leader, now) > self.timeout_s:
+                self.failover(route.id)
+
+    def failover(self, log_id: str) -> str | None:
+        """Promote a new leader of ``log_id``; returns it (None when too few answered)."""
+        started = time.monotonic()
+        table = self.read_table()
+        route = table.logs[log_id]
+        epoch = route.epoch + 1
+        others = [r for r in route.replicas if r != route.leader]
+        need = max(1, len(route.replicas) - table.min_in_sync + 1)
+        answers: dict[str, int] = {}
+        for node_id in others:
+            address = table.node_address_of_node(node_id)
+            if address is None:
+                continue
+            try:
+                resp = self.session.post(
+                    f"{address}/v1/replication/logs/{log_id}/fence",
+                    params={"epoch": epoch},
+                    headers=self.headers,
+                    timeout=2.0,
+                    verify=self.verify,
+                )
+            except requests.RequestException:
+                continue
+            if resp.status_code == 200:
+                answers[node_id] = int(resp.json()["position"])
+        if len(answers) < need:
+            log.warning(
+                "log %s: leader %s is gone but only %d of the %d replicas needed answered",
+                log_id,
+                route.leader,
+                len(answers),
+                need,
+            )
+            return None
+        chosen = max(sorted(answers), key=lambda n: answers[n])
+
+        def promote(current: RoutingTable) -> RoutingTable | None:
+            now = current.logs.get(log_id)
+            if now is None or now.epoch >= epoch:
+                return None  # somebody else decided meanwhile
+            logs = dict(current.logs)
+            logs[log_id] = LogRoute(log_id, chosen, epoch, now.replicas)
+            return current.with_logs(logs)
+
+        self.update_table(promote)
+        record = {
+            "log": log_id,
+            "old_leader": route.leader,
+            "new_leader": chosen,
+            "epoch": epoch,
+            "positions": answers,
+            "seconds": round(time.monotonic() - started, 3),
+        }
+        self.failovers.append(record)
+        log.warning("failover %s", record)
+        return chosen
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                self.step()
+            except Exception:  # noqa: BLE001 - the controller must outlive any one failure
+                log.exception("controller step failed")
+            stop.wait(self.probe_s)
+
+
+def file_table(
+    path: str,
+) -> tuple[
+    Callable[[], RoutingTable],
+    Callable[[Callable[[RoutingTable], RoutingTable | None]], RoutingTable],
+]:
+    """Read and update a routing file under the lock topic creation takes too."""
+
+    def read() -> RoutingTable:
+        return read_routing_file(path)
+
+    def update(change: Callable[[RoutingTable], RoutingTable | None]) -> RoutingTable:
+        with open(path + ".lock", "a+") as lock_fh:
+            fcntl.flock(lock_fh, fcntl.LOCK_EX)
+            try:
+                table = read_routing_file(path)
+                new = change(table)
+                if new is not None:
+                    write_routing_file(path, new)
+                    return new
+                return table
+            finally:
+                fcntl.flock(lock_fh, fcntl.LOCK_UN)
+
+    return read, update
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m storage_node.replication.controller --routing-file F``: the controller
+    of a ``msgstore local`` cluster."""
+    parser = argparse.ArgumentParser(prog="msgstore-controller")
+    parser.add_argument("--routing-file", required=True)
+    parser.add_argument("--timeout", type=float, default=3.0, help="seconds a leader may be gone")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s controller %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+    token = os.environ.get("MSGSTORE_TOKEN", "")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    read, update = file_table(args.routing_file)
+    ctl = Controller(read, update, headers, os.environ.get("MSGSTORE_TLS_CA") or True, args.timeout)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    log.info("controlling %s (leader timeout %.1fs)", args.routing_file, args.timeout)
+    ctl.run(stop)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
