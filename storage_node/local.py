@@ -313,11 +313,25 @@ class LocalCluster:
         self._write_routing()
         for node in self.nodes:
             self._spawn(node)
-        if read_routing_file(self.routing_file).logs:
+        replicated = bool(read_routing_file(self.routing_file).logs)
+        if replicated:
             self._spawn_controller()
         self._save()
         self.wait_ready(timeout)
+        if replicated:
+            self.wait_leaders(timeout)
         return self.nodes
+
+    def wait_leaders(self, timeout: float = 60.0) -> None:
+        """Until the controller named a leader of every replicated log after (re)start."""
+        deadline = time.monotonic() + timeout
+        while True:
+            table = read_routing_file(self.routing_file)
+            if all(lg.epoch > 0 for lg in table.logs.values()):
+                return
+            if time.monotonic() > deadline:
+                raise Unavailable(f"no leader named after {timeout}s; see controller.log")
+            time.sleep(0.05)
 
     def _spawn_controller(self) -> None:
         env = {**os.environ, **self.env}

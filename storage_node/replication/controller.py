@@ -51,26 +51,40 @@ class Controller:
         self.session = requests.Session()
         self.failovers: list[dict[str, Any]] = []
 
-    def _probe(self, address: str) -> bool:
+    def _probe(self, address: str) -> dict[str, Any] | None:
+        """The node's replication status, None when it does not answer."""
         try:
             resp = self.session.get(
-                address + "/healthz", timeout=min(1.0, self.timeout_s / 2), verify=self.verify
+                address + "/v1/replication/status",
+                headers=self.headers,
+                timeout=min(1.0, self.timeout_s / 2),
+                verify=self.verify,
             )
-            return resp.status_code == 200
-        except requests.RequestException:
-            return False
+            return resp.json() if resp.status_code == 200 else None  # type: ignore[no-any-return]
+        except (requests.RequestException, ValueError):
+            return None
 
     def step(self) -> None:
-        """Probe every node once; fail over the logs whose leader is gone too long."""
+        """Probe every node once; fail over the logs whose leader is gone too long, and
+        name a leader for a log whose named leader is (re)starting: a new cluster's logs
+        (epoch 0) and a leader that restarted, perhaps with an empty volume."""
         table = self.read_table()
         now = time.monotonic()
+        recovering: set[str] = set()
         for node in table.nodes:
-            if self._probe(node.address):
+            doc = self._probe(node.address)
+            if doc is not None:
                 self.last_ok[node.id] = now
+                for log_id, state in doc.get("logs", {}).items():
+                    route = table.logs.get(log_id)
+                    if route is not None and route.leader == node.id:
+                        if state.get("role") == "recovering":
+                            recovering.add(log_id)
             else:
                 self.last_ok.setdefault(node.id, now)  # counted from the first probe
         for route in table.logs.values():
-            if now - self.last_ok.get(route.leader, now) > self.timeout_s:
+            gone = now - self.last_ok.get(route.leader, now) > self.timeout_s
+            if gone or route.id in recovering:
                 self.failover(route.id)
 
     def failover(self, log_id: str) -> str | None:
@@ -79,7 +93,8 @@ class Controller:
         table = self.read_table()
         route = table.logs[log_id]
         epoch = route.epoch + 1
-        others = [r for r in route.replicas if r != route.leader]
+        # the old leader is asked too: answering, it is restarting (and no longer leads)
+        others = list(route.replicas)
         need = max(1, len(route.replicas) - table.min_in_sync + 1)
         answers: dict[str, int] = {}
         for node_id in others:
@@ -107,7 +122,8 @@ class Controller:
                 need,
             )
             return None
-        chosen = max(sorted(answers), key=lambda n: answers[n])
+        # the most caught up; on a tie the named leader keeps the log
+        chosen = max(sorted(answers), key=lambda n: (answers[n], n == route.leader))
 
         def promote(current: RoutingTable) -> RoutingTable | None:
             now = current.logs.get(log_id)

@@ -152,8 +152,18 @@ class LogHost:
                 hosted = self.logs.get(log_id)
                 if hosted is None:
                     hosted = self.logs[log_id] = self._open(log_id)
+                    if route.leader == self.node_id:
+                        # Never lead a log on the strength of an old table: this copy may
+                        # be empty (a replaced volume) or behind. The controller sees the
+                        # log recovering and names its leader under a new epoch, this
+                        # node again if its copy is the most caught up.
+                        hosted.role, hosted.epoch, hosted.leader = "recovering", route.epoch, ""
+                        log.info("log %s: waiting for the controller to name a leader", log_id)
+                        continue
                 if route.epoch < hosted.epoch:
                     continue  # an older table than the one acted on
+                if hosted.role == "recovering" and route.epoch == hosted.epoch:
+                    continue
                 changed = (route.epoch, route.leader) != (hosted.epoch, hosted.leader)
                 if not changed and (hosted.role == "leader") == (route.leader == self.node_id):
                     continue
@@ -247,6 +257,8 @@ class LogHost:
     def led(self, log_id: str) -> HostedLog:
         """The log if this node leads it and may write it (else 421 / 409 / 503)."""
         hosted = self.logs.get(log_id)
+        if hosted is not None and hosted.role == "recovering":
+            raise Unavailable(f"log {log_id!r} waits for its leader to be named", retry_after_s=1)
         if hosted is None or hosted.role != "leader":
             leader = hosted.leader if hosted is not None else None
             raise NotOwner(f"this node does not lead log {log_id!r}", owner_id=leader)

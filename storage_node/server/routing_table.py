@@ -349,7 +349,7 @@ def new_local_table(
     nodes: list[tuple[str, str]], replication_factor: int = 1, min_in_sync: int | None = None
 ) -> RoutingTable:
     """A fresh table for the local launcher; with a replication factor above 1 every node's
-    log is led by that node and copied by the next ``factor - 1`` nodes (epoch 1)."""
+    log is led by that node and copied by the next ``factor - 1`` nodes."""
     factor, min_in_sync = check_replication(replication_factor, min_in_sync)
     entries = tuple(NodeEntry(i, a) for i, a in nodes)
     logs: dict[str, LogRoute] = {}
@@ -359,5 +359,7 @@ def new_local_table(
         ids = [i for i, _a in nodes]
         for k, node_id in enumerate(ids):
             replicas = tuple(ids[(k + j) % len(ids)] for j in range(factor))
-            logs[node_id] = LogRoute(node_id, node_id, 1, replicas)
+            # epoch 0: no leader acts yet; the controller names each (epoch 1) once the
+            # replicas answer
+            logs[node_id] = LogRoute(node_id, node_id, 0, replicas)
     return RoutingTable(1, "local", entries, {}, {}, logs, factor, min_in_sync)

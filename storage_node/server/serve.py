@@ -24,10 +24,17 @@ log = logging.getLogger("msgstore.node")
 
 async def _routing_watch(runtime: NodeRuntime, app: web.Application) -> None:
     """Reload the routing file when it changes and create newly routed topics."""
+    applied = runtime.routing.table.generation
     while True:
         await asyncio.sleep(runtime.settings.routing_poll_s)
         try:
-            if runtime.routing.refresh_if_changed():
+            # a request may have taken the new table already (check_owner refreshes too):
+            # act on every generation not acted on yet
+            changed = runtime.routing.refresh_if_changed()
+            if runtime.store is None:
+                continue  # still opening: it takes the table it finds then
+            if changed or runtime.routing.table.generation != applied:
+                applied = runtime.routing.table.generation
                 app[METRICS].routing_reloads.inc()
                 log.info("routing table generation %d loaded", runtime.routing.table.generation)
                 if runtime.replicas is not None:
