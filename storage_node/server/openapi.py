@@ -705,6 +705,42 @@ def _paths() -> dict[str, Any]:
                 },
             }
         },
+        **_replication_paths(),
+    }
+
+
+def _replication_paths() -> dict[str, Any]:
+    """Replicated logs (docs/REPLICATION.md): node-to-node and controller requests."""
+    log = _param("log", "path", {"type": "string"}, "the replicated log's id")
+    obj = {"type": "object"}
+    return {
+        "/v1/replication/logs/{log}/fetch": {
+            "get": {
+                "summary": "log bytes from a position (whole checked batches), long-polled",
+                "parameters": [log],
+                "responses": {"200": _ok("log bytes", obj), **_errors("400", "409", "421", "503")},
+            }
+        },
+        "/v1/replication/logs/{log}/epoch-end": {
+            "get": {
+                "summary": "where a leader epoch ended in this leader's log",
+                "parameters": [log],
+                "responses": {"200": _ok("end", obj), **_errors("400", "409", "421", "503")},
+            }
+        },
+        "/v1/replication/logs/{log}/fence": {
+            "post": {
+                "summary": "(controller) stop following leaders older than an epoch",
+                "parameters": [log],
+                "responses": {"200": _ok("position", obj), **_errors("400", "409", "503")},
+            }
+        },
+        "/v1/replication/status": {
+            "get": {
+                "summary": "roles, epochs, lag and in-sync replicas of the logs held here",
+                "responses": {"200": _ok("status", obj), **_errors("503")},
+            }
+        },
     }
 
 
