@@ -20,7 +20,7 @@ from .children import Owner, build_token_secret, desired_children
 from .children import tls as tls_children
 from .children.desired import ChildRef
 from .kube import Kube
-from .spec import SecurityDefaults, StoreSpec, parse_spec
+from .spec import SecurityDefaults, StoreSpec, parse_spec, replication_problem
 from .status import (
     CLAIM_GRACE_S,
     DEGRADED,
@@ -223,6 +223,9 @@ def reconcile(
     defaults, ``operator_namespace`` lets the operator's pods through the NetworkPolicy."""
     owner = _owner(body)
     spec = parse_spec(body.get("spec"), *default_images, defaults=defaults)
+    problem = replication_problem(spec)
+    if problem is not None:
+        raise SpecProblem(problem)
     generation = int(body["metadata"].get("generation") or 1)
     old_status = dict(body.get("status") or {})
     outcome = Outcome(status={})
