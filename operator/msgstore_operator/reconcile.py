@@ -224,6 +224,10 @@ def reconcile(
     owner = _owner(body)
     spec = parse_spec(body.get("spec"), *default_images, defaults=defaults)
     problem = replication_problem(spec)
+    if problem is None and spec.replication_factor > 1:
+        # refused rather than served with one copy: the operator does not act as the
+        # failover controller yet (msgstore local does; docs/REPLICATION.md)
+        problem = "replicationFactor above 1 is not served by the operator yet"
     if problem is not None:
         raise SpecProblem(problem)
     generation = int(body["metadata"].get("generation") or 1)
