@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: run test test-fast lint bench system controlplane clean images kind-up kind-down kind-binaries kind-node-image
+.PHONY: run test test-fast lint typecheck bench system controlplane clean images kind-up kind-down kind-binaries kind-node-image
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,10 +23,11 @@ venv: $(STAMP)
 run: system $(STAMP)
 	$(PY) -m storage_node.demo
 
-## make test: lint (ruff check and format), then every test from unit to Kubernetes end to end
+## make test: lint (ruff check and format, mypy), then every test from unit to Kubernetes end to end
 test: system $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(PY) -m mypy
 	$(PY) -m pytest -q -rs -p no:cacheprovider
 
 test-fast: $(STAMP)
@@ -35,6 +36,11 @@ test-fast: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(PY) -m mypy
+
+## make typecheck: mypy over the product code (the packages and settings in pyproject [tool.mypy])
+typecheck: $(STAMP)
+	$(PY) -m mypy
 
 bench: system $(STAMP)
 	$(PY) bench/engine.py
@@ -67,4 +73,4 @@ kind-down:
 	bash scripts/kind-down.sh
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache

@@ -53,7 +53,7 @@ def order_events(rows: int = DEFAULT_ROWS, seed: int = 20260101) -> Iterator[dic
         now += rng.randint(5, 400)
         if not active or (len(active) < 2000 and rng.random() < 0.35):
             region = rng.choice(REGIONS)
-            items = [
+            items: list[dict[str, Any]] = [
                 {
                     "sku": f"SKU-{rng.randint(1, 5000):05d}",
                     "qty": rng.randint(1, 4),

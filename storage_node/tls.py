@@ -256,7 +256,8 @@ def key_matches(cert_pem: bytes, key_pem: bytes) -> bool:
         key = serialization.load_pem_private_key(key_pem, password=None)
     except (ValueError, TypeError):
         return False
-    return cert.public_key().public_numbers() == key.public_key().public_numbers()  # type: ignore[union-attr]
+    spki = serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    return cert.public_key().public_bytes(*spki) == key.public_key().public_bytes(*spki)
 
 
 def renewal_due_at(cert_pem: bytes, fraction: float = DEFAULT_RENEW_FRACTION) -> datetime.datetime:

@@ -38,11 +38,11 @@ def assign_partitions(
         raise AssignmentError("a cluster needs at least one node")
     owners: Owners = {topic: list(parts) for topic, parts in existing.items()}
     load = [0] * node_count
-    for topic, parts in owners.items():
+    for owned_topic, parts in owners.items():
         for node in parts:
             if not 0 <= node < node_count:
                 raise AssignmentError(
-                    f"partition of topic {topic!r} is owned by node {node}, "
+                    f"partition of topic {owned_topic!r} is owned by node {node}, "
                     f"which is outside the cluster of {node_count} nodes"
                 )
             load[node] += 1

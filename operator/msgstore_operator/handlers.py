@@ -1,7 +1,7 @@
 """kopf wiring: ``kopf run -m msgstore_operator --standalone --liveness=URL``.
 
 Create, resume and update run one idempotent reconcile pass (see ``reconcile``). A status
-loop repeats the same pass every few seconds for every known MessageStore, which keeps
+loop repeats the same pass every few seconds for every MessageStore of a kopf index, which keeps
 status true from the StatefulSet and pods and repairs drifted children. It is a plain
 background task rather than a kopf timer on purpose: kopf puts a finalizer on every object
 with a timer, and such a finalizer blocks deleting a store (or its namespace) whenever the
@@ -34,6 +34,7 @@ import logging
 import os
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
@@ -82,29 +83,35 @@ CLAIM_GRACE_S = float(os.environ.get("MSGSTORE_OPERATOR_CLAIM_GRACE_S", "120"))
 PREFIX = "msgstore.io"
 
 log = logging.getLogger("msgstore_operator")
-_kube: Kube | None = None
-_kube_lock = threading.Lock()
-_last_success: dict[str, str] = {}
-# Every MessageStore seen by the watch (namespace, name), for the status loop.
-_stores: set[tuple[str, str]] = set()
-_loop_task: asyncio.Task[None] | None = None
-# One pass at a time per store: the handlers and the status loop never interleave, and each
-# pass reads the store afresh under the lock, so a pass never applies a superseded spec.
-_pass_locks: dict[tuple[str, str], threading.Lock] = {}
-_last_warning: dict[tuple[str, str], tuple[str, str]] = {}
 
 
-def kube() -> Kube:
-    """One API client for the process: in-cluster credentials, else the kubeconfig."""
-    global _kube
-    with _kube_lock:
-        if _kube is None:
-            try:
-                kubernetes.config.load_incluster_config()
-            except kubernetes.config.ConfigException:
-                kubernetes.config.load_kube_config()
-            _kube = Kube(kubernetes.client.ApiClient())
-        return _kube
+@dataclass
+class OperatorState:
+    """What the operator keeps between passes, in kopf's operator memo (``memo.state``; the
+    per-store memos are shallow copies of it, so every handler sees the same object)."""
+
+    kube: Kube
+    # One pass at a time per store: the handlers and the status loop never interleave, and
+    # each pass reads the store afresh under the lock, so a pass never applies a superseded
+    # spec.
+    pass_locks: dict[tuple[str, str], threading.Lock] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    last_success: dict[str, str] = field(default_factory=dict)
+    last_warning: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    loop_task: asyncio.Task[None] | None = None
+
+    def pass_lock(self, namespace: str, name: str) -> threading.Lock:
+        with self.lock:
+            return self.pass_locks.setdefault((namespace, name), threading.Lock())
+
+
+def connect() -> Kube:
+    """An API client: in-cluster credentials, else the kubeconfig."""
+    try:
+        kubernetes.config.load_incluster_config()
+    except kubernetes.config.ConfigException:
+        kubernetes.config.load_kube_config()
+    return Kube(kubernetes.client.ApiClient())
 
 
 def now_text() -> str:
@@ -119,28 +126,25 @@ class Retry(Exception):
         self.delay = delay
 
 
-def _pass_lock(namespace: str, name: str) -> threading.Lock:
-    with _kube_lock:
-        return _pass_locks.setdefault((namespace, name), threading.Lock())
-
-
-def run_pass(namespace: str, name: str) -> tuple[dict[str, Any], Outcome] | None:
+def run_pass(
+    state: OperatorState, namespace: str, name: str
+) -> tuple[dict[str, Any], Outcome] | None:
     """One reconcile pass on the store as it is now (None if it is gone or being deleted).
 
     Posts its events; raises SpecProblem or Retry on failure.
     """
-    with _pass_lock(namespace, name):
+    with state.pass_lock(namespace, name):
         try:
-            body = kube().get(API_VERSION, KIND, namespace, name)
+            body = state.kube.get(API_VERSION, KIND, namespace, name)
         except (ApiException, urllib3.exceptions.HTTPError) as exc:
             raise Retry(f"cannot read the MessageStore: {exc}", 5) from exc
         if body is None or body["metadata"].get("deletionTimestamp"):
             return None
-        return body, _reconcile_body(body)
+        return body, _reconcile_body(state, body)
 
 
-def _reconcile_body(body: dict[str, Any]) -> Outcome:
-    k = kube()
+def _reconcile_body(state: OperatorState, body: dict[str, Any]) -> Outcome:
+    k = state.kube
     try:
         outcome = reconcile(
             k,
@@ -153,41 +157,43 @@ def _reconcile_body(body: dict[str, Any]) -> Outcome:
             CLAIM_GRACE_S,
         )
     except SpecProblem as exc:
-        _warn(body, "InvalidSpec", str(exc))
-        _report_degraded(body, "InvalidSpec", str(exc))
+        _warn(state, body, "InvalidSpec", str(exc))
+        _report_degraded(state, body, "InvalidSpec", str(exc))
         raise
     except NotYet as exc:
-        _warn(body, "Waiting", str(exc))
+        _warn(state, body, "Waiting", str(exc))
         raise Retry(str(exc), 15) from exc
     except ApiException as exc:
         if exc.status in (400, 403, 422):
             message = (
                 f"the API server refused a child object: {exc.status} {exc.reason}: {exc.body}"
             )
-            _warn(body, "ApplyFailed", message)
+            _warn(state, body, "ApplyFailed", message)
             raise Retry(message, 30) from exc
         raise Retry(f"API error {exc.status} {exc.reason}", 5) from exc
     except urllib3.exceptions.HTTPError as exc:
         raise Retry(f"API server unreachable: {exc}", 5) from exc
     for kind, reason, message in outcome.events:
-        _event(body, "Warning" if kind == "warning" else "Normal", reason, message)
+        _event(k, body, "Warning" if kind == "warning" else "Normal", reason, message)
     meta = body["metadata"]
-    _last_success[f"{meta['namespace']}/{meta['name']}"] = now_text()
-    _last_warning.pop((meta["namespace"], meta["name"]), None)
+    state.last_success[f"{meta['namespace']}/{meta['name']}"] = now_text()
+    state.last_warning.pop((meta["namespace"], meta["name"]), None)
     if outcome.changed:
         log.info("%s/%s applied: %s", meta["namespace"], meta["name"], ", ".join(outcome.changed))
     return outcome
 
 
-def _warn(body: Mapping[str, Any], reason: str, message: str) -> None:
+def _warn(state: OperatorState, body: Mapping[str, Any], reason: str, message: str) -> None:
     """A Warning event, once per distinct problem (passes repeat every few seconds)."""
     key = (body["metadata"]["namespace"], body["metadata"]["name"])
-    if _last_warning.get(key) != (reason, message):
-        _last_warning[key] = (reason, message)
-        _event(body, "Warning", reason, message)
+    if state.last_warning.get(key) != (reason, message):
+        state.last_warning[key] = (reason, message)
+        _event(state.kube, body, "Warning", reason, message)
 
 
-def _report_degraded(body: Mapping[str, Any], reason: str, message: str) -> None:
+def _report_degraded(
+    state: OperatorState, body: Mapping[str, Any], reason: str, message: str
+) -> None:
     """Say in status why nothing can be applied (the pass stopped before computing it)."""
     meta = body["metadata"]
     old = body.get("status") or {}
@@ -197,23 +203,31 @@ def _report_degraded(body: Mapping[str, Any], reason: str, message: str) -> None
     fields = changed_fields(old, {"phase": "Degraded", "conditions": conditions})
     if fields:
         try:
-            kube().patch_status(meta["namespace"], meta["name"], fields)
+            state.kube.patch_status(meta["namespace"], meta["name"], fields)
         except (ApiException, urllib3.exceptions.HTTPError) as exc:
             log.warning("%s/%s: status patch failed: %s", meta["namespace"], meta["name"], exc)
 
 
-def _event(body: Mapping[str, Any], event_type: str, reason: str, message: str) -> None:
+def _event(k: Kube, body: Mapping[str, Any], event_type: str, reason: str, message: str) -> None:
     try:
-        kube().post_event(dict(body), event_type, reason, message, now_text())
+        k.post_event(dict(body), event_type, reason, message, now_text())
     except (ApiException, urllib3.exceptions.HTTPError) as exc:  # events are best effort
         log.warning("could not post event %s: %s", reason, exc)
 
 
+@kopf.index(GROUP, VERSION, PLURAL)
+def messagestores(namespace: str | None, name: str | None, **_: Any) -> dict[tuple[str, str], bool]:
+    """Every MessageStore the watch sees, for the status loop (kopf drops deleted ones; an
+    index needs no finalizer)."""
+    return {(namespace or "", name or ""): True}
+
+
 @kopf.on.startup()
-async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> None:
     """Keep kopf's bookkeeping in our own annotations (the status schema is strict), and
     start the status loop."""
-    global _loop_task
+    # kopf passes its indices by name; its ActivityFn protocol has no parameter for them.
+    stores: kopf.Index[tuple[str, str], bool] = kwargs["messagestores"]
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=PREFIX, key="last-handled-configuration"
@@ -223,23 +237,28 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.posting.enabled = False
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 60
-    await asyncio.to_thread(kube)
-    _loop_task = asyncio.create_task(status_loop())
+    state = OperatorState(await asyncio.to_thread(connect))
+    memo.state = state
+    state.loop_task = asyncio.create_task(status_loop(state, stores))
 
 
 @kopf.on.cleanup()
-async def stop_loop(**_: Any) -> None:
-    if _loop_task is not None:
-        _loop_task.cancel()
+async def stop_loop(memo: kopf.Memo, **_: Any) -> None:
+    state: OperatorState | None = memo.get("state")
+    if state is not None and state.loop_task is not None:
+        state.loop_task.cancel()
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL)
-def reconcile_handler(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+def reconcile_handler(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
     """Bring the children in line with the spec (only what changed is sent)."""
+    namespace, name = body.metadata.namespace, body.metadata.name
+    if namespace is None or name is None:  # MessageStore is namespaced; kopf sends both
+        raise kopf.PermanentError("the MessageStore event has no namespace or name")
     try:
-        result = run_pass(body.metadata.namespace, body.metadata.name)
+        result = run_pass(memo.state, namespace, name)
     except SpecProblem as exc:
         raise kopf.PermanentError(str(exc)) from exc
     except Retry as exc:
@@ -250,22 +269,10 @@ def reconcile_handler(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
             patch.status[key] = value
 
 
-@kopf.on.event(GROUP, VERSION, PLURAL)
-def track(event: Mapping[str, Any], **_: Any) -> None:
-    """Remember every store for the status loop (an event handler needs no finalizer)."""
-    obj = event.get("object") or {}
-    meta = obj.get("metadata") or {}
-    key = (meta.get("namespace", ""), meta.get("name", ""))
-    if event.get("type") == "DELETED" or meta.get("deletionTimestamp"):
-        _stores.discard(key)
-    else:
-        _stores.add(key)
-
-
-def refresh_one(namespace: str, name: str) -> None:
+def refresh_one(state: OperatorState, namespace: str, name: str) -> None:
     """One status-loop pass for one store: reconcile, then patch only changed status."""
     try:
-        result = run_pass(namespace, name)
+        result = run_pass(state, namespace, name)
     except (SpecProblem, Retry) as exc:
         log.warning("%s/%s: %s", namespace, name, exc)
         return
@@ -275,26 +282,28 @@ def refresh_one(namespace: str, name: str) -> None:
     fields = changed_fields(body.get("status") or {}, outcome.status)
     if fields:
         try:
-            kube().patch_status(namespace, name, fields)
+            state.kube.patch_status(namespace, name, fields)
         except ApiException as exc:
             if exc.status != 404:  # deleted meanwhile: nothing to report
                 log.warning("%s/%s: status patch failed: %s", namespace, name, exc)
 
 
-async def status_loop() -> None:
-    """Every INTERVAL_S: refresh every known store (one at a time, in a worker thread)."""
+async def status_loop(state: OperatorState, stores: kopf.Index[tuple[str, str], bool]) -> None:
+    """Every INTERVAL_S: refresh every store of the index (one at a time, in a worker
+    thread)."""
     while True:
         await asyncio.sleep(INTERVAL_S)
-        stores = list(_stores)
-        for namespace, name in stores:
+        known = list(stores)
+        for namespace, name in known:
             try:
-                await asyncio.to_thread(refresh_one, namespace, name)
+                await asyncio.to_thread(refresh_one, state, namespace, name)
             except Exception:  # keep the loop alive whatever one store does
                 log.exception("status refresh failed")
-        log.info("status refreshed for %d MessageStores", len(stores))
+        log.info("status refreshed for %d MessageStores", len(known))
 
 
 @kopf.on.probe(id="reconciled")
-def reconciled_probe(**_: Any) -> dict[str, str]:
+def reconciled_probe(memo: kopf.Memo, **_: Any) -> dict[str, str]:
     """Shown by the liveness endpoint: when each store was last reconciled successfully."""
-    return dict(_last_success)
+    state: OperatorState | None = memo.get("state")
+    return dict(state.last_success) if state is not None else {}

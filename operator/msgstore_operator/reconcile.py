@@ -145,11 +145,11 @@ def _ensure_tls(
                     ("info", "CACreated", f"created the store's CA in Secret {ca_name}")
                 )
         certs_name = naming.node_certs_secret_name(owner.name)
-        live = kube.get("v1", "Secret", ns, certs_name)
+        live_certs = kube.get("v1", "Secret", ns, certs_name)
         plan = tls_children.plan_node_certs(
-            owner, spec, replicas, domain, ca, (live or {}).get("data") or {}, moment
+            owner, spec, replicas, domain, ca, (live_certs or {}).get("data") or {}, moment
         )
-        if plan.changed or live is None:
+        if plan.changed or live_certs is None:
             kube.apply(tls_children.build_node_certs_secret(owner, plan.data))
             outcome.changed.append(f"Secret/{certs_name}")
             issued = [f"{pod} ({why})" for pod, why in plan.issued if why != "removed"]

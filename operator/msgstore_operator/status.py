@@ -285,7 +285,7 @@ def set_condition(
 def _condition(
     ctype: str, status: str, reason: str, message: str, since: str, generation: int | None
 ) -> dict[str, Any]:
-    cond = {
+    cond: dict[str, Any] = {
         "type": ctype,
         "status": status,
         "reason": reason,
@@ -315,14 +315,15 @@ def compute_health(
     found = list(other_problems) + [p for p in (pod_problem_of(p) for p in live) if p]
     problems = [p.text() for p in found]
     if sts is None:
-        want, complete, replicas = None, False, 0
+        want, complete, replicas, updated = None, False, 0, 0
     else:
         want = int((sts.get("spec") or {}).get("replicas", 1))
         complete = rollout_complete(sts)
         replicas = int((sts.get("status") or {}).get("replicas") or 0)
+        updated = int((sts.get("status") or {}).get("updatedReplicas") or 0)
     reconciled = observed_generation == generation
     all_ready = want is not None and complete and reconciled and ready == want
-    conds = list(conditions)
+    conds: Sequence[Mapping[str, Any]] = conditions
     if all_ready:
         conds = set_condition(
             conds, READY, True, "AllNodesReady", f"{ready}/{want} nodes ready", now, generation
@@ -342,7 +343,7 @@ def compute_health(
         elif not reconciled:
             why = f"generation {generation} is being applied"
         elif not complete:
-            why = f"rolling out: {int((sts.get('status') or {}).get('updatedReplicas') or 0)}/{want} nodes updated"
+            why = f"rolling out: {updated}/{want} nodes updated"
         else:
             why = f"{ready}/{want} nodes ready"
         conds = set_condition(conds, READY, False, "NodesNotReady", why, now, generation)

@@ -109,15 +109,6 @@ def atomic_write(path: str, data: bytes | bytearray | memoryview | Iterable[byte
     fsync_dir(directory)
 
 
-def atomic_move(src: str, dst: str) -> None:
-    """Rename ``src`` to ``dst`` (same file system) and persist both directories."""
-    os.replace(src, dst)
-    fsync_dir(os.path.dirname(dst) or ".")
-    src_dir = os.path.dirname(src) or "."
-    if src_dir != (os.path.dirname(dst) or "."):
-        fsync_dir(src_dir)
-
-
 def remove_file(path: str) -> bool:
     """Unlink ``path`` if it exists; True when something was removed."""
     try:
@@ -137,8 +128,3 @@ def remove_temporaries(root: str) -> list[str]:
                 remove_file(full)
                 removed.append(full)
     return removed
-
-
-def read_file(path: str) -> bytes:
-    with open(path, "rb") as fh:
-        return fh.read()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
@@ -158,7 +159,7 @@ class S3ObjectStore(ObjectStore):
             raise self._translate(exc, key, "ranged get") from exc
         return self._read_body(resp, key)
 
-    def _read_body(self, resp: dict, key: str) -> bytes:
+    def _read_body(self, resp: Mapping[str, Any], key: str) -> bytes:
         try:
             return resp["Body"].read()
         except Exception as exc:

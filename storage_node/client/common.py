@@ -201,7 +201,7 @@ class RoutingCache:
                 or (table.managed_by == "standalone")
             ):
                 self.table = table
-        return self.table  # type: ignore[return-value]
+        return self.table
 
     def listener_in_use(self) -> str:
         if self.listener != "auto":

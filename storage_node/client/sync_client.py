@@ -192,7 +192,9 @@ class Client:
         results, failures = self.produce_partial(topic, messages)
         if failures:
             raise failures[0][1]
-        return results  # type: ignore[return-value]
+        stored = [r for r in results if r is not None]
+        assert len(stored) == len(results)  # no sub-batch refused: every message has its result
+        return stored
 
     def produce_partial(
         self, topic: str, messages: Iterable[Any]

@@ -181,3 +181,7 @@ class CompressedSegmentReader:
             raise CorruptData(f"position {rel} outside compressed segment")
         i = bisect.bisect_right(self._raw_offsets, rel) - 1
         return self.block(i), rel - self._raw_offsets[i]
+
+    def read_all(self) -> bytes:
+        """The whole raw segment (every block checked and decompressed): recovery's replay."""
+        return decompress_all(self._read(0, self.stored_size))

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from storage_node.errors import CorruptData
-from storage_node.formats import key_index as unsealed
+from storage_node.formats import key_index_file as unsealed
 
 MAGIC = b"MKIC"
 VERSION = 1

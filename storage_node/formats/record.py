@@ -22,12 +22,16 @@ rebuilt from the log alone. ``flags`` of the last frame of a batch carries ``BAT
 recovery keeps whole batches only. The checksum is CRC-32C (Castagnoli, as in Kafka's record
 batches and iSCSI), which the CPU computes in hardware several times faster than zlib's
 CRC-32.
+
+Over 400 lines on purpose: the frame layout, its encoder, its decoder and the one walker of
+a run of frames (recovery's scan and replay, the segment readers, log shipping) are one
+format; kept together, a layout change touches one file.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,7 +70,6 @@ MAX_FRAME_RECORDS = 0xFFFF
 MAX_KEY_BYTES = 0xFFFF
 MAX_TAG_BYTES = 0xFFFF
 MAX_MSG_ID_BYTES = 0xFF
-MAX_TOPIC_BYTES = 0xFF
 MAX_PRODUCER_BYTES = 0xFF
 MAX_FRAME_BYTES = 0xFFFFFFFF
 
@@ -89,11 +92,16 @@ class Record:
     size: int
 
 
+# One piece of an encoded batch: the caller's own value objects, views into the columns, or
+# the joined frames; each is written as it is (a gathering write).
+Piece = bytes | bytearray | memoryview
+
+
 @dataclass
 class EncodedBatch:
     """A batch ready for the log: pieces to write in order, and where everything lands."""
 
-    pieces: list[bytes | memoryview]
+    pieces: list[Piece]
     frame_sizes: np.ndarray  # int64, one per frame
     row_offsets: np.ndarray  # int64, each record's row position from the batch's first byte
     record_sizes: np.ndarray  # int64
@@ -212,7 +220,8 @@ def encode_frames(
     row_bytes = memoryview(rows.tobytes())
     kmv, tmv, imv = memoryview(keys.blob), memoryview(tags.blob), memoryview(msg_ids.blob)
     vmv = memoryview(values.blob) if vparts is None else None
-    pieces: list[bytes | memoryview] = []
+    kept_values: list[bytes] = vparts or []
+    pieces: list[Piece] = []
     crc32 = crc32c
     table = np.concatenate((heads[None], ends[None], at_heads, at_ends, frame_sizes[None]))
     # small values: the frames are joined into one buffer and each CRC is computed over its
@@ -234,19 +243,25 @@ def encode_frames(
             store_ms,
             prod[1] if prod is not None else 0,
         )
-        body = [row_bytes[a * ROW : b * ROW], leads[owner], kmv[k0:k1], tmv[t0:t1], imv[i0:i1]]
-        if joined:
+        body: list[Piece] = [
+            row_bytes[a * ROW : b * ROW],
+            leads[owner],
+            kmv[k0:k1],
+            tmv[t0:t1],
+            imv[i0:i1],
+        ]
+        if vmv is not None:
             pieces.append(PREFIX.pack(size, 0) + tail)
             pieces.extend(body)
-            pieces.append(vmv[v0:v1])  # type: ignore[index]
+            pieces.append(vmv[v0:v1])
             continue
         # everything before the values is small: one piece and one CRC call for it
         head = b"".join((tail, *body))
         crc = crc32(head)
-        for value in vparts[a:b]:  # type: ignore[index]
+        for value in kept_values[a:b]:
             crc = crc32(value, crc)
         pieces.append(PREFIX.pack(size, crc) + head)
-        pieces.extend(vparts[a:b])  # type: ignore[index]
+        pieces.extend(kept_values[a:b])
     if frames == 1:
         row_offsets = index_in_frame * ROW + FRAME_SIZE
         frame_starts = [0]
@@ -285,8 +300,7 @@ def frame_flags(buf: bytes | memoryview, off: int) -> int:
 
 def frame_offset_of_row(buf: bytes | memoryview, row_off: int) -> int:
     """Where the frame holding the row at ``row_off`` starts (from the row's index)."""
-    index = int.from_bytes(buf[row_off : row_off + 2], "little")
-    return row_off - FRAME_SIZE - ROW * index
+    return row_frame_start(buf[row_off : row_off + 2], row_off)
 
 
 def verified_frame(buf: bytes | memoryview, off: int, where: str = "") -> memoryview:
@@ -351,7 +365,9 @@ def read_record(buf: bytes | memoryview, row_off: int, where: str = "") -> Recor
     return decode_row(frame, row_off - off)
 
 
-def iter_frames(buf: bytes | memoryview, start: int = 0, end: int | None = None):  # noqa: ANN201
+def iter_frames(
+    buf: bytes | memoryview, start: int = 0, end: int | None = None
+) -> Iterator[tuple[int, int]]:
     """Yield ``(offset, size)`` of consecutive valid frames; stops at the first bad one."""
     end = len(buf) if end is None else end
     off = start
@@ -361,3 +377,113 @@ def iter_frames(buf: bytes | memoryview, start: int = 0, end: int | None = None)
             return
         yield off, size
         off += size
+
+
+# ---------------------------------------------------------------------------- walking
+# The one walker of a run of frames (recovery's tail scan and replay, segment checks).
+
+
+def frame_step(data: bytes | memoryview, off: int) -> tuple[int, bool]:
+    """What starts at ``off``: ``(size, False)`` for a valid frame; ``(size, True)`` for a bad
+    frame whose length is plausible and is followed by a valid frame (mid-file corruption,
+    to be skipped, never served); ``(0, True)`` for anything else (a torn tail)."""
+    n = len(data)
+    size = check_frame(data, off, n - off)
+    if size > 0:
+        return size, False
+    if n - off >= 8:
+        claimed = int.from_bytes(data[off : off + 4], "little")
+        nxt = off + claimed
+        if claimed >= FRAME_SIZE and nxt < n and check_frame(data, nxt, n - nxt) > 0:
+            return claimed, True
+    return 0, True
+
+
+def walk_frames(data: bytes | memoryview, start: int = 0) -> Iterator[tuple[int, int, bool]]:
+    """Yield ``(offset, size, damaged)`` for each frame from ``start`` (``frame_step``):
+    a damaged frame with a valid one after it is yielded and stepped over; the walk ends at
+    the end of ``data`` or at a torn tail (yielded as ``(offset, 0, True)``)."""
+    off = start
+    while off < len(data):
+        size, damaged = frame_step(data, off)
+        yield off, size, damaged
+        if not size:
+            return
+        off += size
+
+
+def scan_frames(data: bytes | memoryview, start: int = 0) -> tuple[int, list[int]]:
+    """Walk frames from ``start``; returns (end of the valid run, offsets of bad frames kept).
+
+    Mid-file corruption is recorded and skipped (``frame_step``); the first bad frame that is
+    not is a torn tail: the run ends there.
+    """
+    end = start
+    corrupt: list[int] = []
+    for off, size, damaged in walk_frames(data, start):
+        if not size:
+            break
+        if damaged:
+            corrupt.append(off)
+        end = off + size
+    return end, corrupt
+
+
+def last_batch_end(data: bytes | memoryview, start: int, end: int) -> int:
+    """End of the last whole batch among the frames in ``[start, end)``, or ``start``.
+
+    ``start`` must be a batch boundary (a checkpoint position or a segment start).
+    """
+    off = start
+    last = start
+    while off + FRAME_SIZE <= end:
+        size = frame_length(data, off)
+        if size < FRAME_SIZE or off + size > end:
+            break
+        if frame_flags(data, off) & FLAG_BATCH_END:
+            last = off + size
+        off += size
+    return last
+
+
+def frame_length(buf: bytes | memoryview, off: int = 0) -> int:
+    """The length a frame header at ``off`` claims (unchecked)."""
+    return int.from_bytes(buf[off : off + 4], "little")
+
+
+def row_frame_start(row_index: bytes | memoryview, row_off: int) -> int:
+    """Where the frame of the row at ``row_off`` starts, given the row's first two bytes."""
+    return row_off - FRAME_SIZE - ROW * int.from_bytes(row_index[:2], "little")
+
+
+@dataclass(frozen=True, slots=True)
+class FrameHeader:
+    """The batch-level fields of a frame (what replay groups consecutive frames by)."""
+
+    flags: int
+    count: int
+    store_ms: int
+    sequence: int
+    topic: bytes
+    producer: bytes
+
+    @classmethod
+    def of(cls, frame: bytes | memoryview) -> FrameHeader:
+        _size, _crc, _m, flags, count, tlen, plen, _r, store_ms, sequence = FRAME.unpack_from(frame)
+        lead = FRAME_SIZE + ROW * count
+        return cls(
+            flags,
+            count,
+            store_ms,
+            sequence,
+            bytes(frame[lead : lead + tlen]),
+            bytes(frame[lead + tlen : lead + tlen + plen]),
+        )
+
+    def batch_key(self) -> tuple[int, int, int, bytes, bytes]:
+        """What the frames of one appended batch share."""
+        return (self.flags & FLAG_PRODUCER, self.store_ms, self.sequence, self.topic, self.producer)
+
+    def rows(self, frame: bytes | memoryview) -> np.ndarray:
+        """The frame's rows as a structured array (a view of ``frame``)."""
+        return np.frombuffer(frame, dtype=ROW_DTYPE, count=self.count, offset=FRAME_SIZE)

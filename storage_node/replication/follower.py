@@ -19,7 +19,6 @@ import requests
 
 from storage_node.errors import CorruptData
 from storage_node.replication import shipping
-from storage_node.store.recovery import index_copied
 
 if TYPE_CHECKING:
     from storage_node.replication.replicas import HostedLog
@@ -134,10 +133,7 @@ class Follower:
         data = resp.content
         if data:
             frames = shipping.check_shipment(data)
-            with store._lock:
-                store.log.append_raw(data, position, int(h[shipping.H_SEGMENT]), frames)
-                index_copied(store, data, position)
-            store.log.wait_durable(position + len(data))
+            store.append_copied(data, position, int(h[shipping.H_SEGMENT]), frames)
         history = json.loads(h.get(shipping.H_EPOCHS, "[]"))
         hosted.epochs.replace([(int(e), int(p)) for e, p in history])
         return True

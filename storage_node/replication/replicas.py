@@ -20,8 +20,7 @@ from typing import Any
 
 from storage_node.backend.files import atomic_write
 from storage_node.errors import Fenced, NotOwner, Unavailable
-from storage_node.formats.msgid import ip_to_int
-from storage_node.formats.segment import list_segments, segment_name
+from storage_node.formats.segment_name import parse_segment_name, segment_name
 from storage_node.replication.epochs import LeaderEpochs, check_epoch
 from storage_node.replication.follower import Follower
 from storage_node.replication.insync import InSyncTracker
@@ -190,8 +189,7 @@ class LogHost:
         if ip is None:
             ip = self.config.node_ip
             hosted.remember_node_ip(ip)
-        store.node_ip = ip_to_int(ip)  # message IDs keep the log's IP across failovers
-        store.node_iphex = f"{store.node_ip:08x}"
+        store.set_node_ip(ip)  # message IDs keep the log's IP across failovers
         hosted.tracker = InSyncTracker(followers, min_in_sync)
         hosted.stale = False
         hosted.leader, hosted.epoch, hosted.role = self.node_id, epoch, "leader"
@@ -238,8 +236,7 @@ class LogHost:
         config = dataclasses.replace(self.config, data_dir=directory)
         store = Store.open(config)
         if start_at is not None:
-            with store._lock:
-                store.log.restart_at(start_at)
+            store.log.restart_at(start_at)  # just opened: nothing appends yet
         if self.table is not None:
             for name, route in self.table.topics.items():
                 if name not in store.topics.topics:
@@ -289,6 +286,14 @@ class LogHost:
             i for i, d in logs.items() if d["role"] == "leader" and d.get("in_sync", 1) < factor
         )
         return {"node": self.node_id, "logs": logs, "under_replicated": under}
+
+
+def list_segments(directory: str) -> list[int]:
+    """Start positions of the segment files in a folder."""
+    if not os.path.isdir(directory):
+        return []
+    found = (parse_segment_name(n) for n in os.listdir(directory))
+    return sorted(s for s in found if s is not None)
 
 
 def _cut_log(directory: str, position: int) -> bool:

@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from storage_node.errors import CorruptData
-from storage_node.formats.record import FLAG_BATCH_END, check_frame, frame_flags
-from storage_node.formats.segment import last_batch_end
+from storage_node.formats.record import FLAG_BATCH_END, check_frame, frame_flags, last_batch_end
 from storage_node.store.commitlog import CommitLog
 
 CONTENT_TYPE = "application/x-msgstore-log"

@@ -1,4 +1,5 @@
-"""The node server: an aiohttp HTTP API over one Store (routes documented in openapi.py)."""
+"""The node server: an aiohttp HTTP API over one Store (bodies in api_models.py, routes in
+openapi.py)."""
 
 from storage_node.server.app import create_app
 from storage_node.server.runtime import NodeRuntime

@@ -61,7 +61,7 @@ def encode_batch(
 ) -> bytes:
     """Frame one batch. Columns left out mean 'not given' for every message."""
     count = len(values)
-    none_column = [None] * count
+    none_column: list[bytes | None] = [None] * count
 
     def text_column(column: Sequence[str | None] | None) -> list[bytes | None]:
         if column is None:
@@ -191,8 +191,9 @@ def decode_batch(body: bytes) -> DecodedBatch:
     batch, producer_id, sequence = decode_packed(body)
     stamps = batch.timestamps.tolist() if batch.timestamps is not None else [-1] * len(batch)
     parts = batch.partitions.tolist() if batch.partitions is not None else [-1] * len(batch)
+    present = [v for v in batch.values.to_list() if v is not None]  # absent ones are refused
     return DecodedBatch(
-        values=batch.values.to_list(),  # type: ignore[arg-type]
+        values=present,
         keys=_split_text(bytes(batch.keys.blob), batch.keys.lens, "key"),
         tags=_split_text(bytes(batch.tags.blob), batch.tags.lens, "tag"),
         msg_ids=_split_text(bytes(batch.msg_ids.blob), batch.msg_ids.lens, "message ID"),
@@ -379,7 +380,7 @@ def frame_read_columns(
     tag_lengths: np.ndarray,
     msg_id_lengths: np.ndarray,
     value_lengths: np.ndarray,
-    blobs: Sequence[bytes | memoryview],
+    blobs: Sequence[bytes | bytearray | memoryview],
     next_offset: int | None,
     end_reached: bool = False,
     limit_reached: bool = False,

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 log = logging.getLogger(__name__)
@@ -16,12 +16,16 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 
 
 class StoreCollector(Collector):
-    """Reads the store's own counters and file states at scrape time."""
+    """Reads the store's own counters and file states at scrape time.
+
+    What only grows (the store's ``counters`` and the commit log's ``stats``: appends, reads,
+    fsyncs, ...) is exported as a Prometheus counter (``..._total``), so ``rate()`` works
+    across restarts; levels (file counts, bytes held, positions) as gauges."""
 
     def __init__(self, runtime: Any) -> None:
         self.runtime = runtime
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         up = GaugeMetricFamily("msgstore_store_ready", "1 once the store finished recovery")
         store = self.runtime.store
         up.add_metric([], 1.0 if store is not None and getattr(store, "ready", True) else 0.0)
@@ -36,10 +40,16 @@ class StoreCollector(Collector):
         except Exception as exc:  # noqa: BLE001 - a scrape must not fail with the store
             log.warning("store stats failed: %s", exc)
             stats = {}
+        growing = set(getattr(store, "counters", {}))
+        commit_log = getattr(store, "log", None)
+        growing.update(f"log_{k}" for k in getattr(commit_log, "stats", {}))
         for key, value in sorted(_flatten(stats).items()):
-            metric = GaugeMetricFamily(
-                "msgstore_store_" + _metric_name(key), f"store statistic {key}"
-            )
+            name = "msgstore_store_" + _metric_name(key)
+            metric: GaugeMetricFamily | CounterMetricFamily
+            if key in growing:
+                metric = CounterMetricFamily(name, f"store counter {key}")
+            else:
+                metric = GaugeMetricFamily(name, f"store statistic {key}")
             metric.add_metric([], float(value))
             yield metric
         try:

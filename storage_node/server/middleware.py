@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from storage_node.errors import DiskFull, MsgStoreError
+from storage_node.server.metrics import NodeMetrics
 
 log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -103,7 +104,7 @@ def _unauthenticated(message: str) -> web.Response:
     return resp
 
 
-def metrics_middleware(metrics: object) -> Callable[..., Awaitable[web.StreamResponse]]:
+def metrics_middleware(metrics: NodeMetrics) -> Callable[..., Awaitable[web.StreamResponse]]:
     """Count and time requests by route pattern (never by raw path: bounded labels)."""
 
     @web.middleware
@@ -117,9 +118,7 @@ def metrics_middleware(metrics: object) -> Callable[..., Awaitable[web.StreamRes
         finally:
             info = request.match_info.route.resource
             route = info.canonical if info is not None else "unmatched"
-            metrics.requests.labels(request.method, route, str(status)).inc()  # type: ignore[attr-defined]
-            metrics.latency.labels(request.method, route).observe(  # type: ignore[attr-defined]
-                time.perf_counter() - started
-            )
+            metrics.requests.labels(request.method, route, str(status)).inc()
+            metrics.latency.labels(request.method, route).observe(time.perf_counter() - started)
 
     return middleware

@@ -1,49 +1,36 @@
-"""The hand-written OpenAPI 3.0 document of the node API (served at /v1/openapi.json).
+"""The OpenAPI 3.1 document of the node API (served at /v1/openapi.json), generated.
 
-Written by hand rather than generated so it states the promises (statuses, shapes, limits);
-the fuzz tests in tests/node drive the server from it, which keeps it honest.
+Body schemas come from the pydantic models of ``api_models`` (the same models validate the
+requests); this module adds the route table: paths, parameters, statuses and the binary
+content types. A new route is a model (when it has a JSON body) plus one ``Route`` entry in
+``ROUTES``; tests/node/test_api.py checks that the table and the served routes agree, and the
+fuzz tests in tests/node drive the server from the document.
 """
 
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
 import storage_node
+from storage_node.server import api_models as m
+from storage_node.server.api_models import MAX_INT64, MAX_PARTITIONS, NAME_PATTERN
 from storage_node.server.batch_codec import CONTENT_TYPE as BATCH_CONTENT_TYPE
+from storage_node.server.routes_messages import (
+    MAX_LOOKUP,
+    MAX_READ_BYTES,
+    MAX_READ_MESSAGES,
+    MAX_WAIT_MS,
+)
 
-NAME_PATTERN = r"^[A-Za-z0-9._-]{1,200}$"
-
-
-def _ref(name: str) -> dict[str, str]:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-def _json(schema: dict[str, Any]) -> dict[str, Any]:
-    return {"application/json": {"schema": schema}}
-
-
-def _ok(description: str, schema: dict[str, Any]) -> dict[str, Any]:
-    return {"description": description, "content": _json(schema)}
-
-
-def _ok_or_columns(description: str, schema: dict[str, Any]) -> dict[str, Any]:
-    """A read answer: JSON by default, the binary read framing when Accept asks for it."""
-    return {
-        "description": (
-            f"{description}. With 'Accept: {BATCH_CONTENT_TYPE}' the same answer comes as "
-            "columns in the read framing of docs/BATCH_FORMAT.md"
-        ),
-        "content": {
-            **_json(schema),
-            BATCH_CONTENT_TYPE: {"schema": {"type": "string", "format": "binary"}},
-        },
-    }
-
-
-def _error(description: str) -> dict[str, Any]:
-    return {"description": description, "content": _json(_ref("Error"))}
-
+OCTETS = "application/octet-stream"
+BINARY = {"type": "string", "format": "binary"}
+INT64 = {"type": "integer", "minimum": 0, "maximum": MAX_INT64}
 
 ERRORS = {
     "400": "malformed input (code names the problem); nothing changed",
@@ -57,697 +44,435 @@ ERRORS = {
     "503": "the node is recovering, draining or a peer cannot answer",
     "507": "the data disk is full",
 }
+AUTH = ("401",)
+WRITE_AUTH = ("401", "403")
 
 
-def _errors(*codes: str) -> dict[str, Any]:
-    return {code: _error(ERRORS[code]) for code in codes}
+@dataclass(frozen=True)
+class Param:
+    """A path, query or header parameter (path parameters are always required)."""
+
+    name: str
+    where: str
+    schema: dict[str, Any]
+    description: str
+    required: bool = False
+
+    def to_openapi(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "in": self.where,
+            "required": self.required or self.where == "path",
+            "description": self.description,
+            "schema": dict(self.schema),
+        }
 
 
-def _param(
-    name: str, where: str, schema: dict[str, Any], description: str, required: bool = False
-) -> dict[str, Any]:
-    return {
-        "name": name,
-        "in": where,
-        "required": required or where == "path",
-        "description": description,
-        "schema": schema,
-    }
+@dataclass(frozen=True)
+class Reply:
+    """One documented answer: a JSON model (or inline schema) and/or other content types."""
+
+    description: str
+    model: type[BaseModel] | tuple[type[BaseModel], ...] | None = None
+    schema: dict[str, Any] | None = None
+    other: tuple[str, ...] = ()
+
+    def to_openapi(self) -> dict[str, Any]:
+        content: dict[str, Any] = {}
+        if self.model is not None:
+            models = self.model if isinstance(self.model, tuple) else (self.model,)
+            refs = [_ref(x) for x in models]
+            content["application/json"] = {"schema": refs[0] if len(refs) == 1 else {"oneOf": refs}}
+        elif self.schema is not None:
+            content["application/json"] = {"schema": self.schema}
+        for content_type in self.other:
+            schema = {"type": "string"} if content_type.startswith("text/") else BINARY
+            content[content_type] = {"schema": schema}
+        return {"description": self.description, "content": content}
 
 
-TOPIC = _param("topic", "path", {"type": "string", "pattern": NAME_PATTERN}, "topic name")
-GROUP = _param("group", "path", {"type": "string", "pattern": NAME_PATTERN}, "consumer group")
-SCOPE = _param(
+@dataclass(frozen=True)
+class Route:
+    """One operation: what it takes and every status it may answer."""
+
+    method: str
+    path: str
+    summary: str
+    replies: dict[str, Reply]
+    errors: tuple[str, ...] = ()
+    params: tuple[Param, ...] = ()
+    body: type[BaseModel] | None = None
+    body_types: tuple[str, ...] = ()  # non-JSON request content types (binary bodies)
+    description: str | None = None
+    public: bool = False  # open without a token
+
+    def to_openapi(self) -> dict[str, Any]:
+        op: dict[str, Any] = {"summary": self.summary}
+        if self.description:
+            op["description"] = self.description
+        if self.public:
+            op["security"] = []
+        if self.params:
+            op["parameters"] = [p.to_openapi() for p in self.params]
+        if self.body is not None or self.body_types:
+            content: dict[str, Any] = {}
+            if self.body is not None:
+                content["application/json"] = {"schema": _ref(self.body)}
+            for content_type in self.body_types:
+                content[content_type] = {"schema": BINARY}
+            op["requestBody"] = {"required": True, "content": content}
+        responses = {status: reply.to_openapi() for status, reply in self.replies.items()}
+        for code in self.errors:
+            responses[code] = Reply(ERRORS[code], m.Error).to_openapi()
+        op["responses"] = responses
+        return op
+
+
+def _ref(model: type[BaseModel]) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{model.__name__}"}
+
+
+def _columns(description: str, model: type[BaseModel]) -> Reply:
+    """A read answer: JSON by default, the binary read framing when Accept asks for it."""
+    return Reply(
+        f"{description}. With 'Accept: {BATCH_CONTENT_TYPE}' the same answer comes as "
+        "columns in the read framing of docs/BATCH_FORMAT.md",
+        model,
+        other=(BATCH_CONTENT_TYPE,),
+    )
+
+
+def _name(name: str, where: str, description: str) -> Param:
+    return Param(name, where, {"type": "string", "pattern": NAME_PATTERN}, description)
+
+
+def _bounded(name: str, low: int, high: int, description: str) -> Param:
+    return Param(name, "query", {"type": "integer", "minimum": low, "maximum": high}, description)
+
+
+TOPIC = Param(
+    "topic",
+    "path",
+    {"type": "string", "pattern": NAME_PATTERN, "not": {"enum": [".", ".."]}},
+    "topic name",
+)
+GROUP = _name("group", "path", "consumer group")
+PARTITION = Param(
+    "partition",
+    "path",
+    {"type": "integer", "minimum": 0, "maximum": MAX_PARTITIONS - 1},
+    "partition",
+)
+SCOPE = Param(
     "scope",
     "query",
     {"type": "string", "enum": ["cluster", "local"]},
     "cluster (default): merge the answers of every node; local: this node only",
 )
-INT64 = {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}
-NULLABLE_STR = {"type": "string", "nullable": True}
+FILE_KIND = Param("kind", "path", {"type": "string", "enum": ["segment", "key_index"]}, "file kind")
+FILE_NAME = _name("name", "path", "file name")
+ANY_OBJECT = {"type": "object"}
 
-SCHEMAS: dict[str, Any] = {
-    "Error": {
-        "type": "object",
-        "required": ["error"],
-        "properties": {
-            "error": {
-                "type": "object",
-                "required": ["code", "message"],
-                "properties": {
-                    "code": {"type": "string"},
-                    "message": {"type": "string"},
-                    "owner": {"type": "string", "nullable": True},
-                    "owner_id": {"type": "string"},
-                },
-                "additionalProperties": True,
-            }
+ROUTES: tuple[Route, ...] = (
+    Route(
+        "get",
+        "/healthz",
+        "liveness: the process serves HTTP",
+        {"200": Reply("alive", m.Health)},
+        public=True,
+    ),
+    Route(
+        "get",
+        "/readyz",
+        "readiness: the store finished recovery and the node is not draining",
+        {"200": Reply("ready", m.Health), "503": Reply("not ready", m.Health)},
+        public=True,
+    ),
+    Route(
+        "get",
+        "/metrics",
+        "Prometheus metrics (text exposition format)",
+        {"200": Reply("metrics", other=("text/plain",))},
+        public=True,
+    ),
+    Route(
+        "get",
+        "/v1/openapi.json",
+        "this document",
+        {"200": Reply("OpenAPI 3.1 document", schema=ANY_OBJECT)},
+        AUTH,
+    ),
+    Route(
+        "post",
+        "/v1/topics",
+        "create a topic (201); an identical repeat answers 200",
+        {
+            "201": Reply("created", m.Topic),
+            "200": Reply("an identical topic already exists", m.Topic),
         },
-    },
-    "TopicSpec": {
-        "type": "object",
-        "required": ["name", "partitions"],
-        "additionalProperties": False,
-        "properties": {
-            "name": {"type": "string", "pattern": NAME_PATTERN, "not": {"enum": [".", ".."]}},
-            "partitions": {"type": "integer", "minimum": 1, "maximum": 1024},
-            "compression": {"type": "string", "enum": ["none", "lz4"], "default": "lz4"},
-            "retention_hours": {
-                "type": "number",
-                "exclusiveMinimum": True,
-                "minimum": 0,
-                "maximum": 1_000_000,
-                "default": 168,
-            },
+        ("400", "409", "413", "503", "507", *WRITE_AUTH),
+        body=m.TopicSpec,
+    ),
+    Route(
+        "get", "/v1/topics", "list topics", {"200": Reply("topics", m.TopicList)}, ("503", "401")
+    ),
+    Route(
+        "get",
+        "/v1/topics/{topic}",
+        "a topic with each partition's owner and first/next offsets",
+        {"200": Reply("the topic", m.TopicDetail)},
+        ("400", "404", "503", "401"),
+        params=(TOPIC, SCOPE),
+    ),
+    Route(
+        "post",
+        "/v1/topics/{topic}/messages",
+        "append a batch; answers once durable per the flush policy",
+        {
+            "200": Reply(
+                "appended (results in batch order). A binary batch sent with "
+                f"'Accept: {BATCH_CONTENT_TYPE}' gets the results as columns "
+                "(the append answer of docs/BATCH_FORMAT.md)",
+                (m.AppendResults, m.BinaryAppendResults),
+                other=(BATCH_CONTENT_TYPE,),
+            )
         },
-    },
-    "Topic": {
-        "type": "object",
-        "required": ["name", "partitions", "compression", "retention_hours", "owners"],
-        "properties": {
-            "name": {"type": "string"},
-            "partitions": {"type": "integer"},
-            "compression": {"type": "string"},
-            "retention_hours": {"type": "number"},
-            "owners": {"type": "array", "items": {"type": "string"}},
-            "skipped_nodes": {
-                "type": "object",
-                "additionalProperties": {"type": "string"},
-                "description": "(create) nodes left out of a new topic because they were "
-                "not ready, with the reason",
-            },
-        },
-    },
-    "TopicDetail": {
-        "allOf": [
-            _ref("Topic"),
-            {
-                "type": "object",
-                "required": ["partition_offsets", "unreachable_nodes"],
-                "properties": {
-                    "partition_offsets": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "required": ["partition", "owner", "first_offset", "next_offset"],
-                            "properties": {
-                                "partition": {"type": "integer"},
-                                "owner": {"type": "string"},
-                                "owner_address": NULLABLE_STR,
-                                "first_offset": {"type": "integer", "nullable": True},
-                                "next_offset": {"type": "integer", "nullable": True},
-                            },
-                        },
-                    },
-                    "unreachable_nodes": {"type": "array", "items": {"type": "string"}},
-                },
-            },
-        ]
-    },
-    "MessageIn": {
-        "type": "object",
-        "additionalProperties": False,
-        "description": "exactly one of value (UTF-8 text) and value_base64 (bytes)",
-        "properties": {
-            "value": {"type": "string"},
-            "value_base64": {"type": "string", "format": "byte"},
-            "key": NULLABLE_STR,
-            "tag": NULLABLE_STR,
-            "msg_id": {**NULLABLE_STR, "description": "app-iphex-hour-seq; assigned when absent"},
-            "timestamp": {**INT64, "nullable": True, "description": "born time, ms since epoch"},
-            "partition": {"type": "integer", "minimum": 0, "nullable": True},
-        },
-    },
-    "Batch": {
-        "type": "object",
-        "required": ["messages"],
-        "additionalProperties": False,
-        "properties": {
-            "messages": {"type": "array", "minItems": 1, "items": _ref("MessageIn")},
-            "producer_id": {"type": "string", "minLength": 1},
-            "sequence": INT64,
-        },
-    },
-    "AppendResults": {
-        "type": "object",
-        "required": ["results"],
-        "properties": {
-            "results": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "required": ["partition", "offset", "msg_id"],
-                    "properties": {
-                        "partition": {"type": "integer"},
-                        "offset": {"type": "integer"},
-                        "msg_id": {"type": "string"},
-                    },
-                },
-            }
-        },
-    },
-    "BinaryAppendResults": {
-        "type": "object",
-        "description": "answer to a binary batch: one column per field",
-        "required": ["count", "partitions", "offsets", "msg_ids"],
-        "properties": {
-            "count": {"type": "integer"},
-            "partitions": {"type": "array", "items": {"type": "integer"}},
-            "offsets": {"type": "array", "items": {"type": "integer"}},
-            "msg_ids": {"type": "array", "items": {"type": "string"}},
-        },
-    },
-    "Message": {
-        "type": "object",
-        "required": ["topic", "partition", "offset", "msg_id", "timestamp", "store_timestamp"],
-        "properties": {
-            "topic": {"type": "string"},
-            "partition": {"type": "integer"},
-            "offset": {"type": "integer"},
-            "key": NULLABLE_STR,
-            "tag": NULLABLE_STR,
-            "msg_id": {"type": "string"},
-            "timestamp": {"type": "integer"},
-            "store_timestamp": {"type": "integer"},
-            "value": {"type": "string"},
-            "value_base64": {"type": "string"},
-        },
-    },
-    "ReadResult": {
-        "type": "object",
-        "required": ["messages", "next_offset"],
-        "properties": {
-            "messages": {"type": "array", "items": _ref("Message")},
-            "next_offset": {"type": "integer"},
-            "end_reached": {"type": "boolean"},
-        },
-    },
-    "LookupResult": {
-        "type": "object",
-        "required": ["messages", "limit_reached"],
-        "properties": {
-            "messages": {"type": "array", "items": _ref("Message")},
-            "limit_reached": {"type": "boolean"},
-            "unreachable_nodes": {"type": "array", "items": {"type": "string"}},
-        },
-    },
-    "OffsetCommit": {
-        "type": "object",
-        "required": ["topic", "partition", "offset"],
-        "additionalProperties": False,
-        "properties": {
-            "topic": {"type": "string", "pattern": NAME_PATTERN},
-            "partition": {"type": "integer", "minimum": 0, "maximum": 1023},
-            "offset": INT64,
-        },
-    },
-    "OffsetCommitted": {
-        "type": "object",
-        "required": ["group", "topic", "partition", "offset"],
-        "properties": {
-            "group": {"type": "string"},
-            "topic": {"type": "string"},
-            "partition": {"type": "integer"},
-            "offset": {"type": "integer"},
-        },
-    },
-    "CommittedOffsets": {
-        "type": "object",
-        "required": ["group", "offsets"],
-        "properties": {
-            "group": {"type": "string"},
-            "offsets": {
-                "type": "object",
-                "description": "topic -> partition (as a string) -> next offset to consume",
-                "additionalProperties": {
-                    "type": "object",
-                    "additionalProperties": {"type": "integer"},
-                },
-            },
-            "unreachable_nodes": {"type": "array", "items": {"type": "string"}},
-        },
-    },
-    "Routing": {
-        "type": "object",
-        "description": "the routing table, format in docs/ROUTING.md",
-        "required": ["format", "generation", "managed_by", "nodes", "topics"],
-        "properties": {
-            "format": {"type": "integer", "enum": [1]},
-            "generation": {"type": "integer"},
-            "managed_by": {"type": "string", "enum": ["local", "operator", "standalone"]},
-            "nodes": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "required": ["id", "address"],
-                    "properties": {"id": {"type": "string"}, "address": {"type": "string"}},
-                },
-            },
-            "topics": {"type": "object", "additionalProperties": _ref("Topic")},
-        },
-    },
-    "FileInfo": {
-        "type": "object",
-        "required": ["kind", "state", "name", "size", "stored_size"],
-        "properties": {
-            "kind": {"type": "string", "enum": ["segment", "key_index"]},
-            "state": {"type": "string", "enum": ["unsealed", "sealed", "compacted", "uploaded"]},
-            "name": {"type": "string"},
-            "size": {"type": "integer"},
-            "stored_size": {"type": "integer"},
-            "begin_ms": {"type": "integer", "nullable": True},
-            "end_ms": {"type": "integer", "nullable": True},
-        },
-    },
-    "FileList": {
-        "type": "object",
-        "required": ["node", "files"],
-        "properties": {
-            "node": {"type": "string"},
-            "address": {"type": "string"},
-            "files": {"type": "array", "items": _ref("FileInfo")},
-        },
-    },
-}
-# the Topic schema inside Routing has no "name"
-SCHEMAS["RoutedTopic"] = copy.deepcopy(SCHEMAS["Topic"])
-SCHEMAS["RoutedTopic"]["required"] = ["partitions", "owners"]
-SCHEMAS["Routing"]["properties"]["topics"]["additionalProperties"] = _ref("RoutedTopic")
+        ("400", "404", "409", "413", "415", "421", "503", "507", *WRITE_AUTH),
+        params=(TOPIC,),
+        body=m.Batch,
+        body_types=(BATCH_CONTENT_TYPE,),
+        description=(
+            "Without a partition a message goes to key_hash(key) % partitions, or "
+            "round-robin over this node's partitions without a key. A repeated "
+            "(producer_id, sequence) returns the first answer and writes nothing. "
+            f"{BATCH_CONTENT_TYPE} bodies use the framing of docs/BATCH_FORMAT.md."
+        ),
+    ),
+    Route(
+        "get",
+        "/v1/topics/{topic}/partitions/{partition}/messages",
+        "read a partition from an offset or a store time",
+        {"200": _columns("messages and the offset to continue from", m.ReadResult)},
+        ("400", "404", "421", "503", "401"),
+        params=(
+            TOPIC,
+            PARTITION,
+            Param("offset", "query", INT64, "first offset (default: the first kept)"),
+            Param(
+                "start_time",
+                "query",
+                INT64,
+                "start at the first message stored at or after this ms time",
+            ),
+            Param("end_time", "query", INT64, "stop before messages stored after this ms time"),
+            _bounded("max_messages", 1, MAX_READ_MESSAGES, "default 100"),
+            _bounded("max_bytes", 1, MAX_READ_BYTES, "default 1 MiB"),
+            Param("tag", "query", {"type": "string"}, "only messages with this tag"),
+            _bounded(
+                "wait_ms",
+                0,
+                MAX_WAIT_MS,
+                "long poll: when nothing is there to read, wait up to this long for "
+                "the next append to the partition before answering (default 0)",
+            ),
+        ),
+    ),
+    Route(
+        "get",
+        "/v1/topics/{topic}/keys/{key}",
+        "messages with this key, newest first",
+        {"200": _columns("matches; limit_reached says more exist", m.LookupResult)},
+        ("400", "404", "503", "401"),
+        params=(
+            TOPIC,
+            Param("key", "path", {"type": "string", "minLength": 1}, "message key"),
+            Param("begin", "query", INT64, "store time range start (ms)"),
+            Param("end", "query", INT64, "store time range end (ms)"),
+            _bounded("max", 1, MAX_LOOKUP, "default 32"),
+            SCOPE,
+        ),
+    ),
+    Route(
+        "get",
+        "/v1/messages/{msg_id}",
+        "one message by its ID",
+        {"200": Reply("the message", m.Message)},
+        ("400", "404", "503", "401"),
+        params=(
+            Param("msg_id", "path", {"type": "string", "minLength": 1}, "app-iphex-hour-seq"),
+            SCOPE,
+        ),
+    ),
+    Route(
+        "get",
+        "/v1/consumer-groups",
+        "names of the consumer groups with committed offsets",
+        {"200": Reply("groups", m.GroupList)},
+        ("400", "503", "401"),
+        params=(SCOPE,),
+    ),
+    Route(
+        "post",
+        "/v1/consumer-groups/{group}/offsets",
+        "commit a group's next offset for one partition (at its owner)",
+        {"200": Reply("committed", m.OffsetCommitted)},
+        ("400", "404", "413", "421", "503", "507", *WRITE_AUTH),
+        params=(GROUP,),
+        body=m.OffsetCommit,
+    ),
+    Route(
+        "get",
+        "/v1/consumer-groups/{group}/offsets",
+        "a group's committed offsets",
+        {"200": Reply("offsets", m.CommittedOffsets)},
+        ("400", "404", "503", "401"),
+        params=(GROUP, _name("topic", "query", "only this topic"), SCOPE),
+    ),
+    Route(
+        "get",
+        "/v1/cluster",
+        "the routing table (nodes and partition owners)",
+        {"200": Reply("routing table", m.Routing)},
+        AUTH,
+    ),
+    Route(
+        "get",
+        "/v1/admin/files",
+        "every file of this node: kind, state, sizes, time range",
+        {"200": Reply("files", m.FileList)},
+        ("503", "401"),
+    ),
+    Route(
+        "post",
+        "/v1/admin/compact",
+        "seal the active files and compact everything sealed now",
+        {"200": Reply("report", m.CompactReport)},
+        ("503", "507", *WRITE_AUTH),
+    ),
+    Route(
+        "post",
+        "/v1/admin/drain",
+        "refuse (true) or accept again (false) writes, before maintenance",
+        {"200": Reply("new state", m.DrainState)},
+        ("400", "413", *WRITE_AUTH),
+        body=m.Drain,
+    ),
+    Route(
+        "post",
+        "/v1/admin/seal",
+        "seal the active segment and key index now (before a remote compaction)",
+        {"200": Reply("files now sealed", m.Sealed)},
+        ("503", *WRITE_AUTH),
+    ),
+    Route(
+        "get",
+        "/v1/admin/sealed",
+        "sealed files waiting for compaction (for remote compaction jobs)",
+        {"200": Reply("files", m.FileList)},
+        ("503", "401"),
+    ),
+    Route(
+        "get",
+        "/v1/admin/files/{kind}/{name}",
+        "the bytes of a sealed file; X-Msgstore-Crc32 holds their CRC-32",
+        {"200": Reply("file bytes", other=(OCTETS,))},
+        ("400", "404", "503", "401"),
+        params=(FILE_KIND, FILE_NAME),
+    ),
+    Route(
+        "put",
+        "/v1/admin/files/{kind}/{name}/compacted",
+        "replace a sealed file by its compacted form (verified, then atomic)",
+        {"200": Reply("the committed file", m.FileInfo)},
+        ("400", "404", "409", "413", "503", "507", *WRITE_AUTH),
+        params=(
+            FILE_KIND,
+            FILE_NAME,
+            Param(
+                "X-Msgstore-Crc32",
+                "header",
+                {"type": "integer", "minimum": 0, "maximum": 2**32 - 1},
+                "CRC-32 of the body",
+                required=True,
+            ),
+        ),
+        body_types=(OCTETS,),
+    ),
+    # replicated logs (docs/REPLICATION.md): node-to-node and controller requests
+    Route(
+        "get",
+        "/v1/replication/logs/{log}/fetch",
+        "log bytes from a position (whole checked batches), long-polled; acknowledges it",
+        {"200": Reply("log bytes", other=("application/x-msgstore-log",))},
+        ("400", "409", "421", "503", "401"),
+        params=(_name("log", "path", "replicated log id"),),
+    ),
+    Route(
+        "get",
+        "/v1/replication/logs/{log}/epoch-end",
+        "where a leader epoch ended in this leader's log (KIP-101)",
+        {"200": Reply("end position", schema=ANY_OBJECT)},
+        ("400", "409", "421", "503", "401"),
+        params=(_name("log", "path", "replicated log id"),),
+    ),
+    Route(
+        "post",
+        "/v1/replication/logs/{log}/fence",
+        "(controller) stop following leaders older than an epoch; this copy's durable end",
+        {"200": Reply("durable end", schema=ANY_OBJECT)},
+        ("400", "409", "503", *WRITE_AUTH),
+        params=(_name("log", "path", "replicated log id"),),
+    ),
+    Route(
+        "get",
+        "/v1/replication/status",
+        "roles, epochs, lag and in-sync replicas of the logs held here",
+        {"200": Reply("status", schema=ANY_OBJECT)},
+        ("503", "401"),
+    ),
+)
 
-V1 = ("401", "403")
+
+def _models(routes: tuple[Route, ...]) -> list[type[BaseModel]]:
+    """Every model the routes name, in a stable order (the error model first)."""
+    seen: dict[str, type[BaseModel]] = {"Error": m.Error}
+    for route in routes:
+        named: list[type[BaseModel]] = [route.body] if route.body is not None else []
+        for reply in route.replies.values():
+            if isinstance(reply.model, tuple):
+                named.extend(reply.model)
+            elif reply.model is not None:
+                named.append(reply.model)
+        for model in named:
+            seen.setdefault(model.__name__, model)
+    return list(seen.values())
 
 
-def _paths() -> dict[str, Any]:
+def _strip_titles(schema: Any) -> Any:
+    """pydantic's generated titles repeat the property names; the document is shorter
+    without them."""
+    if isinstance(schema, dict):
+        return {
+            k: _strip_titles(v)
+            for k, v in schema.items()
+            if not (k == "title" and isinstance(v, str))
+        }
+    if isinstance(schema, list):
+        return [_strip_titles(v) for v in schema]
+    return schema
+
+
+def build_document(routes: tuple[Route, ...]) -> dict[str, Any]:
+    """The document of ``routes``: their paths, and the schemas of every model they name."""
+    _, defs = models_json_schema(
+        [(model, "validation") for model in _models(routes)],
+        ref_template="#/components/schemas/{model}",
+    )
+    paths: dict[str, dict[str, Any]] = {}
+    for route in routes:
+        paths.setdefault(route.path, {})[route.method] = route.to_openapi()
     return {
-        "/healthz": {
-            "get": {
-                "summary": "liveness: the process serves HTTP",
-                "security": [],
-                "responses": {"200": _ok("alive", {"type": "object"})},
-            }
-        },
-        "/readyz": {
-            "get": {
-                "summary": "readiness: the store finished recovery and the node is not draining",
-                "security": [],
-                "responses": {
-                    "200": _ok("ready", {"type": "object"}),
-                    "503": _ok("not ready", {"type": "object"}),
-                },
-            }
-        },
-        "/metrics": {
-            "get": {
-                "summary": "Prometheus metrics (text exposition format)",
-                "security": [],
-                "responses": {
-                    "200": {
-                        "description": "metrics",
-                        "content": {"text/plain": {"schema": {"type": "string"}}},
-                    }
-                },
-            }
-        },
-        "/v1/openapi.json": {
-            "get": {
-                "summary": "this document",
-                "responses": {
-                    "200": _ok("OpenAPI 3.0 document", {"type": "object"}),
-                    **_errors("401"),
-                },
-            }
-        },
-        "/v1/topics": {
-            "post": {
-                "summary": "create a topic (201); an identical repeat answers 200",
-                "requestBody": {"required": True, "content": _json(_ref("TopicSpec"))},
-                "responses": {
-                    "201": _ok("created", _ref("Topic")),
-                    "200": _ok("an identical topic already exists", _ref("Topic")),
-                    **_errors("400", "409", "413", "503", "507", *V1),
-                },
-            },
-            "get": {
-                "summary": "list topics",
-                "responses": {
-                    "200": _ok(
-                        "topics",
-                        {
-                            "type": "object",
-                            "required": ["topics"],
-                            "properties": {"topics": {"type": "array", "items": _ref("Topic")}},
-                        },
-                    ),
-                    **_errors("503", "401"),
-                },
-            },
-        },
-        "/v1/topics/{topic}": {
-            "get": {
-                "summary": "a topic with each partition's owner and first/next offsets",
-                "parameters": [TOPIC, SCOPE],
-                "responses": {
-                    "200": _ok("the topic", _ref("TopicDetail")),
-                    **_errors("400", "404", "503", "401"),
-                },
-            }
-        },
-        "/v1/topics/{topic}/messages": {
-            "post": {
-                "summary": "append a batch; answers once durable per the flush policy",
-                "description": (
-                    "Without a partition a message goes to key_hash(key) % partitions, or "
-                    "round-robin over this node's partitions without a key. A repeated "
-                    "(producer_id, sequence) returns the first answer and writes nothing. "
-                    f"{BATCH_CONTENT_TYPE} bodies use the framing of docs/BATCH_FORMAT.md."
-                ),
-                "parameters": [TOPIC],
-                "requestBody": {
-                    "required": True,
-                    "content": {
-                        "application/json": {"schema": _ref("Batch")},
-                        BATCH_CONTENT_TYPE: {"schema": {"type": "string", "format": "binary"}},
-                    },
-                },
-                "responses": {
-                    "200": {
-                        "description": (
-                            "appended (results in batch order). A binary batch sent with "
-                            f"'Accept: {BATCH_CONTENT_TYPE}' gets the results as columns "
-                            "(the append answer of docs/BATCH_FORMAT.md)"
-                        ),
-                        "content": {
-                            **_json(
-                                {"oneOf": [_ref("AppendResults"), _ref("BinaryAppendResults")]}
-                            ),
-                            BATCH_CONTENT_TYPE: {"schema": {"type": "string", "format": "binary"}},
-                        },
-                    },
-                    **_errors("400", "404", "409", "413", "415", "421", "503", "507", *V1),
-                },
-            }
-        },
-        "/v1/topics/{topic}/partitions/{partition}/messages": {
-            "get": {
-                "summary": "read a partition from an offset or a store time",
-                "parameters": [
-                    TOPIC,
-                    _param(
-                        "partition",
-                        "path",
-                        {"type": "integer", "minimum": 0, "maximum": 1023},
-                        "partition",
-                    ),
-                    _param("offset", "query", INT64, "first offset (default: the first kept)"),
-                    _param(
-                        "start_time",
-                        "query",
-                        INT64,
-                        "start at the first message stored at or after this ms time",
-                    ),
-                    _param(
-                        "end_time", "query", INT64, "stop before messages stored after this ms time"
-                    ),
-                    _param(
-                        "max_messages",
-                        "query",
-                        {"type": "integer", "minimum": 1, "maximum": 10000},
-                        "default 100",
-                    ),
-                    _param(
-                        "max_bytes",
-                        "query",
-                        {"type": "integer", "minimum": 1, "maximum": 64 * 1024 * 1024},
-                        "default 1 MiB",
-                    ),
-                    _param("tag", "query", {"type": "string"}, "only messages with this tag"),
-                    _param(
-                        "wait_ms",
-                        "query",
-                        {"type": "integer", "minimum": 0, "maximum": 30000},
-                        "long poll: when nothing is there to read, wait up to this long for "
-                        "the next append to the partition before answering (default 0)",
-                    ),
-                ],
-                "responses": {
-                    "200": _ok_or_columns(
-                        "messages and the offset to continue from", _ref("ReadResult")
-                    ),
-                    **_errors("400", "404", "421", "503", "401"),
-                },
-            }
-        },
-        "/v1/topics/{topic}/keys/{key}": {
-            "get": {
-                "summary": "messages with this key, newest first",
-                "parameters": [
-                    TOPIC,
-                    _param("key", "path", {"type": "string", "minLength": 1}, "message key"),
-                    _param("begin", "query", INT64, "store time range start (ms)"),
-                    _param("end", "query", INT64, "store time range end (ms)"),
-                    _param(
-                        "max",
-                        "query",
-                        {"type": "integer", "minimum": 1, "maximum": 10000},
-                        "default 32",
-                    ),
-                    SCOPE,
-                ],
-                "responses": {
-                    "200": _ok_or_columns(
-                        "matches; limit_reached says more exist", _ref("LookupResult")
-                    ),
-                    **_errors("400", "404", "503", "401"),
-                },
-            }
-        },
-        "/v1/messages/{msg_id}": {
-            "get": {
-                "summary": "one message by its ID",
-                "parameters": [
-                    _param(
-                        "msg_id", "path", {"type": "string", "minLength": 1}, "app-iphex-hour-seq"
-                    ),
-                    SCOPE,
-                ],
-                "responses": {
-                    "200": _ok("the message", _ref("Message")),
-                    **_errors("400", "404", "503", "401"),
-                },
-            }
-        },
-        "/v1/consumer-groups": {
-            "get": {
-                "summary": "names of the consumer groups with committed offsets",
-                "parameters": [SCOPE],
-                "responses": {
-                    "200": _ok(
-                        "groups",
-                        {
-                            "type": "object",
-                            "required": ["groups", "unreachable_nodes"],
-                            "properties": {
-                                "groups": {"type": "array", "items": {"type": "string"}},
-                                "unreachable_nodes": {
-                                    "type": "array",
-                                    "items": {"type": "string"},
-                                },
-                            },
-                        },
-                    ),
-                    **_errors("400", "503", "401"),
-                },
-            }
-        },
-        "/v1/consumer-groups/{group}/offsets": {
-            "post": {
-                "summary": "commit a group's next offset for one partition (at its owner)",
-                "parameters": [GROUP],
-                "requestBody": {"required": True, "content": _json(_ref("OffsetCommit"))},
-                "responses": {
-                    "200": _ok("committed", _ref("OffsetCommitted")),
-                    **_errors("400", "404", "413", "421", "503", "507", *V1),
-                },
-            },
-            "get": {
-                "summary": "a group's committed offsets",
-                "parameters": [
-                    GROUP,
-                    _param(
-                        "topic",
-                        "query",
-                        {"type": "string", "pattern": NAME_PATTERN},
-                        "only this topic",
-                    ),
-                    SCOPE,
-                ],
-                "responses": {
-                    "200": _ok("offsets", _ref("CommittedOffsets")),
-                    **_errors("400", "404", "503", "401"),
-                },
-            },
-        },
-        "/v1/cluster": {
-            "get": {
-                "summary": "the routing table (nodes and partition owners)",
-                "responses": {"200": _ok("routing table", _ref("Routing")), **_errors("401")},
-            }
-        },
-        "/v1/admin/files": {
-            "get": {
-                "summary": "every file of this node: kind, state, sizes, time range",
-                "responses": {"200": _ok("files", _ref("FileList")), **_errors("503", "401")},
-            }
-        },
-        "/v1/admin/compact": {
-            "post": {
-                "summary": "seal the active files and compact everything sealed now",
-                "responses": {
-                    "200": _ok("report", {"type": "object", "required": ["node", "report"]}),
-                    **_errors("503", "507", *V1),
-                },
-            }
-        },
-        "/v1/admin/drain": {
-            "post": {
-                "summary": "refuse (true) or accept again (false) writes, before maintenance",
-                "requestBody": {
-                    "required": True,
-                    "content": _json(
-                        {
-                            "type": "object",
-                            "required": ["draining"],
-                            "additionalProperties": False,
-                            "properties": {"draining": {"type": "boolean"}},
-                        }
-                    ),
-                },
-                "responses": {
-                    "200": _ok("new state", {"type": "object", "required": ["draining"]}),
-                    **_errors("400", "413", *V1),
-                },
-            }
-        },
-        "/v1/admin/seal": {
-            "post": {
-                "summary": "seal the active segment and key index now (before a remote compaction)",
-                "responses": {
-                    "200": _ok("files now sealed", {"type": "object", "required": ["sealed"]}),
-                    **_errors("503", "401", "403"),
-                },
-            }
-        },
-        "/v1/admin/sealed": {
-            "get": {
-                "summary": "sealed files waiting for compaction (for remote compaction jobs)",
-                "responses": {"200": _ok("files", _ref("FileList")), **_errors("503", "401")},
-            }
-        },
-        "/v1/admin/files/{kind}/{name}": {
-            "get": {
-                "summary": "the bytes of a sealed file; X-Msgstore-Crc32 holds their CRC-32",
-                "parameters": [
-                    _param(
-                        "kind",
-                        "path",
-                        {"type": "string", "enum": ["segment", "key_index"]},
-                        "file kind",
-                    ),
-                    _param(
-                        "name", "path", {"type": "string", "pattern": NAME_PATTERN}, "file name"
-                    ),
-                ],
-                "responses": {
-                    "200": {
-                        "description": "file bytes",
-                        "content": {
-                            "application/octet-stream": {
-                                "schema": {"type": "string", "format": "binary"}
-                            }
-                        },
-                    },
-                    **_errors("400", "404", "503", "401"),
-                },
-            }
-        },
-        "/v1/admin/files/{kind}/{name}/compacted": {
-            "put": {
-                "summary": "replace a sealed file by its compacted form (verified, then atomic)",
-                "parameters": [
-                    _param(
-                        "kind",
-                        "path",
-                        {"type": "string", "enum": ["segment", "key_index"]},
-                        "file kind",
-                    ),
-                    _param(
-                        "name", "path", {"type": "string", "pattern": NAME_PATTERN}, "file name"
-                    ),
-                    _param(
-                        "X-Msgstore-Crc32",
-                        "header",
-                        {"type": "integer", "minimum": 0, "maximum": 2**32 - 1},
-                        "CRC-32 of the body",
-                        required=True,
-                    ),
-                ],
-                "requestBody": {
-                    "required": True,
-                    "content": {
-                        "application/octet-stream": {
-                            "schema": {"type": "string", "format": "binary"}
-                        }
-                    },
-                },
-                "responses": {
-                    "200": _ok("the committed file", _ref("FileInfo")),
-                    **_errors("400", "404", "409", "413", "503", "507", *V1),
-                },
-            }
-        },
-        **_replication_paths(),
-    }
-
-
-def _replication_paths() -> dict[str, Any]:
-    """Replicated logs (docs/REPLICATION.md): node-to-node and controller requests."""
-    log = _param("log", "path", {"type": "string"}, "the replicated log's id")
-    obj = {"type": "object"}
-    return {
-        "/v1/replication/logs/{log}/fetch": {
-            "get": {
-                "summary": "log bytes from a position (whole checked batches), long-polled",
-                "parameters": [log],
-                "responses": {"200": _ok("log bytes", obj), **_errors("400", "409", "421", "503")},
-            }
-        },
-        "/v1/replication/logs/{log}/epoch-end": {
-            "get": {
-                "summary": "where a leader epoch ended in this leader's log",
-                "parameters": [log],
-                "responses": {"200": _ok("end", obj), **_errors("400", "409", "421", "503")},
-            }
-        },
-        "/v1/replication/logs/{log}/fence": {
-            "post": {
-                "summary": "(controller) stop following leaders older than an epoch",
-                "parameters": [log],
-                "responses": {"200": _ok("position", obj), **_errors("400", "409", "503")},
-            }
-        },
-        "/v1/replication/status": {
-            "get": {
-                "summary": "roles, epochs, lag and in-sync replicas of the logs held here",
-                "responses": {"200": _ok("status", obj), **_errors("503")},
-            }
-        },
-    }
-
-
-def openapi_document() -> dict[str, Any]:
-    """A fresh copy of the document (callers may mutate it)."""
-    return {
-        "openapi": "3.0.3",
+        "openapi": "3.1.0",
         "info": {
             "title": "msgstore node API",
             "version": storage_node.__version__,
@@ -755,9 +480,19 @@ def openapi_document() -> dict[str, Any]:
         },
         "servers": [{"url": "/"}],
         "security": [{"bearer": []}],
-        "paths": copy.deepcopy(_paths()),
+        "paths": paths,
         "components": {
-            "schemas": copy.deepcopy(SCHEMAS),
+            "schemas": _strip_titles(defs.get("$defs", {})),
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
     }
+
+
+@cache
+def _document() -> dict[str, Any]:
+    return build_document(ROUTES)
+
+
+def openapi_document() -> dict[str, Any]:
+    """A fresh copy of the document (callers may mutate it)."""
+    return copy.deepcopy(_document())

@@ -79,15 +79,3 @@ async def json_body(request: web.Request) -> Any:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise InvalidArgument(f"the body is not valid JSON: {exc}") from None
-
-
-def require_object(body: Any, allowed: set[str], required: set[str]) -> dict[str, Any]:
-    if not isinstance(body, dict):
-        raise InvalidArgument("the body must be a JSON object")
-    unknown = set(body) - allowed
-    if unknown:
-        raise InvalidArgument(f"unknown fields: {', '.join(sorted(unknown))}")
-    missing = required - set(body)
-    if missing:
-        raise InvalidArgument(f"missing fields: {', '.join(sorted(missing))}")
-    return body

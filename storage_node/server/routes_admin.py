@@ -10,9 +10,10 @@ import zlib
 from aiohttp import web
 
 from storage_node.errors import InvalidArgument
+from storage_node.server.api_models import Drain, parse
 from storage_node.server.app_keys import metrics_of, runtime_of
 from storage_node.server.message_json import file_info_to_json
-from storage_node.server.params import file_params, int_value, json_body, require_object
+from storage_node.server.params import file_params, int_value, json_body
 
 CRC_HEADER = "X-Msgstore-Crc32"
 
@@ -47,10 +48,7 @@ async def compact(request: web.Request) -> web.Response:
 
 async def drain(request: web.Request) -> web.Response:
     rt = runtime_of(request)
-    body = require_object(await json_body(request), {"draining"}, {"draining"})
-    if not isinstance(body["draining"], bool):
-        raise InvalidArgument("'draining' must be true or false")
-    rt.draining = body["draining"]
+    rt.draining = parse(Drain, await json_body(request)).draining
     return web.json_response({"node": rt.settings.node_id, "draining": rt.draining})
 
 

@@ -8,14 +8,9 @@ from typing import Any
 from aiohttp import web
 
 from storage_node.errors import InvalidArgument
+from storage_node.server.api_models import OffsetCommit, parse
 from storage_node.server.app_keys import runtime_of
-from storage_node.server.params import (
-    group_param,
-    int_value,
-    json_body,
-    require_object,
-    scope_param,
-)
+from storage_node.server.params import group_param, json_body, scope_param
 from storage_node.server.routes_topics import get_topic_config
 from storage_node.server.routing_table import check_topic_name
 
@@ -23,12 +18,8 @@ from storage_node.server.routing_table import check_topic_name
 async def commit_offset(request: web.Request) -> web.Response:
     rt = runtime_of(request)
     group = group_param(request)
-    body = require_object(
-        await json_body(request), {"topic", "partition", "offset"}, {"topic", "partition", "offset"}
-    )
-    topic = check_topic_name(body["topic"])
-    partition = int_value("partition", body["partition"], 0, 1023)
-    offset = int_value("offset", body["offset"])
+    body = parse(OffsetCommit, await json_body(request))
+    topic, partition, offset = body.topic, body.partition, body.offset
     cfg = await get_topic_config(rt, topic)
     if partition >= cfg.partitions:
         raise InvalidArgument(f"partition {partition} does not exist in topic {topic!r}")

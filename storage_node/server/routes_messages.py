@@ -22,7 +22,8 @@ from storage_node.server.batch_codec import (
     encode_read_answer,
     frame_read_columns,
 )
-from storage_node.server.message_json import message_to_json, parse_batch_packed, results_json
+from storage_node.server.json_batch import decode_json_batch
+from storage_node.server.message_json import message_to_json, results_json
 from storage_node.server.params import path_int, query_int, scope_param, topic_param
 from storage_node.server.routes_topics import get_topic_config
 from storage_node.server.runtime import NodeRuntime
@@ -100,11 +101,7 @@ async def produce(request: web.Request) -> web.Response:
                 f"a batch holds at most {rt.settings.max_batch_messages} messages, got {len(batch)}"
             )
     else:
-        try:
-            doc = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise InvalidBatch(f"the body is not valid JSON: {exc}") from None
-        batch, producer_id, sequence = parse_batch_packed(doc, rt.settings.max_batch_messages)
+        batch, producer_id, sequence = decode_json_batch(body, rt.settings.max_batch_messages)
     batch.partitions = _assign_packed_partitions(rt, topic, cfg.partitions, batch)
     first_partition = int(batch.partitions[0])
     store = rt.store_for(topic, first_partition)  # a replicated log's store (one log a batch)

@@ -7,42 +7,16 @@ from typing import Any
 
 from aiohttp import web
 
-from storage_node.errors import InvalidArgument, MsgStoreError, UnknownTopic
+from storage_node.errors import MsgStoreError, UnknownTopic
+from storage_node.server.api_models import TopicSpec, parse
 from storage_node.server.app_keys import runtime_of
 from storage_node.server.message_json import topic_config_to_json
-from storage_node.server.params import json_body, require_object, scope_param, topic_param
-from storage_node.server.routing_table import COMPRESSIONS, check_topic_name
+from storage_node.server.params import json_body, scope_param, topic_param
 from storage_node.server.runtime import NodeRuntime
-
-TOPIC_FIELDS = {"name", "partitions", "compression", "retention_hours"}
 
 
 def parse_topic_body(body: Any) -> dict[str, Any]:
-    body = require_object(body, TOPIC_FIELDS, {"name", "partitions"})
-    name = check_topic_name(body["name"])
-    partitions = body["partitions"]
-    if (
-        isinstance(partitions, bool)
-        or not isinstance(partitions, int)
-        or not 1 <= partitions <= 1024
-    ):
-        raise InvalidArgument("'partitions' must be an integer from 1 to 1024")
-    compression = body.get("compression", "lz4")
-    if compression not in COMPRESSIONS:
-        raise InvalidArgument(f"'compression' must be one of {COMPRESSIONS}")
-    retention = body.get("retention_hours", 168.0)
-    if (
-        isinstance(retention, bool)
-        or not isinstance(retention, int | float)
-        or not 0 < retention <= 1_000_000
-    ):
-        raise InvalidArgument("'retention_hours' must be a number > 0 (at most 1000000)")
-    return {
-        "name": name,
-        "partitions": partitions,
-        "compression": compression,
-        "retention_hours": float(retention),
-    }
+    return parse(TopicSpec, body).model_dump()
 
 
 def topic_with_owners(rt: NodeRuntime, cfg: Any) -> dict[str, Any]:

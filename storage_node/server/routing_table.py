@@ -216,10 +216,12 @@ def parse_routing(doc: object) -> RoutingTable:
         isinstance(generation, int) and not isinstance(generation, bool) and generation >= 0,
         "'generation' must be a non-negative integer",
     )
+    assert isinstance(generation, int)
     managed_by = doc.get("managed_by", "operator")
     _require(managed_by in MANAGED_BY, f"'managed_by' must be one of {MANAGED_BY}")
     nodes_doc = doc.get("nodes")
     _require(isinstance(nodes_doc, list), "'nodes' must be a list")
+    assert isinstance(nodes_doc, list)
     nodes: list[NodeEntry] = []
     for entry in nodes_doc:
         _require(isinstance(entry, dict), "each node must be an object")

@@ -111,7 +111,8 @@ async def serve(settings: NodeSettings) -> int:
     tls_watcher = asyncio.create_task(_tls_watch(runtime, tls)) if tls else None
     exit_code = 0
     stop_task = asyncio.create_task(stop.wait())
-    done, _ = await asyncio.wait({open_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
+    first: set[asyncio.Future[None] | asyncio.Task[bool]] = {open_task, stop_task}
+    done, _ = await asyncio.wait(first, return_when=asyncio.FIRST_COMPLETED)
     if open_task in done:
         exc = open_task.exception()
         if exc is not None:

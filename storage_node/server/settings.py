@@ -2,22 +2,31 @@
 
 Later sources win: defaults < config file < environment < command-line flags. Store settings
 (the fields of StoreConfig) travel the same way, so a pod is configured by env vars alone
-(every name is listed in docs/CONFIG.md).
+(every name is listed in docs/CONFIG.md). pydantic-settings reads and converts them, with a
+flat model generated from the NodeSettings and StoreConfig dataclasses.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
-import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pydantic
 import yaml
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    InitSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from storage_node.errors import InvalidArgument
 
@@ -60,39 +69,64 @@ class NodeSettings:
         return (self.advertise_address or f"{scheme}://{self.host}:{self.port}").rstrip("/")
 
 
-def _field_types(cls: type) -> dict[str, Any]:
+class _MappingEnv(EnvSettingsSource):
+    """The environment source reading a given mapping instead of the process environment."""
+
+    def __init__(self, settings_cls: type[BaseSettings], env: Mapping[str, str]) -> None:
+        self._given = env
+        super().__init__(settings_cls, env_prefix=ENV_PREFIX)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return {name.lower(): value for name, value in self._given.items()}
+
+
+class _Sources(BaseSettings):
+    """Base of the generated settings model: every source is given explicitly."""
+
+    model_config = SettingsConfigDict(extra="forbid", validate_default=False)
+
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _none_words(cls, data: Any) -> Any:
+        """An optional setting given as "", "none" or "null" (as text) is unset."""
+        if isinstance(data, dict):
+            for name, info in cls.model_fields.items():
+                value = data.get(name)
+                if (
+                    isinstance(value, str)
+                    and value.strip().lower() in ("", "none", "null")
+                    and type(None) in typing.get_args(info.annotation)
+                ):
+                    data[name] = None
+        return data
+
+
+def _fields(cls: type, skip: set[str]) -> dict[str, Any]:
+    """A dataclass's fields as pydantic field definitions (type, default)."""
     hints = typing.get_type_hints(cls)
-    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
+        if f.default is not dataclasses.MISSING:
+            default: Any = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            default = ...  # no default: pydantic's marker for a required field
+        out[f.name] = (hints[f.name], default)
+    return out
 
 
-def _convert(name: str, raw: Any, kind: Any) -> Any:
-    """Turn a config value (often a string from the environment) into the field's type."""
-    if isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union:
-        args = [a for a in typing.get_args(kind) if a is not type(None)]
-        if raw is None or (isinstance(raw, str) and raw.lower() in ("", "none", "null")):
-            return None
-        kind = args[0]
-    try:
-        if kind is bool:
-            if isinstance(raw, bool):
-                return raw
-            text = str(raw).strip().lower()
-            if text in ("1", "true", "yes", "on"):
-                return True
-            if text in ("0", "false", "no", "off"):
-                return False
-            raise ValueError(text)
-        if kind is int:
-            if isinstance(raw, bool):
-                raise ValueError(raw)
-            return int(str(raw).replace("_", ""))
-        if kind is float:
-            return float(raw)
-        if kind is str:
-            return str(raw)
-    except ValueError:
-        raise InvalidArgument(f"setting {name}: cannot read {raw!r} as {kind.__name__}") from None
-    return raw
+@functools.cache
+def settings_model() -> type[_Sources]:
+    """One flat settings model over the node's fields and the store's (one MSGSTORE_* name
+    each), generated from the two dataclasses so a new field needs no second declaration."""
+    from storage_node.store import StoreConfig
+
+    node = _fields(NodeSettings, {"store"})
+    store = _fields(StoreConfig, set(node))
+    return pydantic.create_model("MsgstoreSettings", __base__=_Sources, **node, **store)
 
 
 def load_config_file(path: str) -> dict[str, Any]:
@@ -106,10 +140,31 @@ def load_config_file(path: str) -> dict[str, Any]:
     return {str(k).lower().replace("-", "_"): v for k, v in data.items()}
 
 
-def store_field_types() -> dict[str, Any]:
-    from storage_node.store import StoreConfig
+def _read(
+    flags: Mapping[str, Any], env: Mapping[str, str], from_file: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Every setting with its source precedence applied, converted to the field types."""
+    model = settings_model()
 
-    return _field_types(StoreConfig)
+    class Resolved(model):  # type: ignore[valid-type,misc]  # the base is generated at run time
+        @classmethod
+        def settings_customise_sources(
+            cls, settings_cls: type[BaseSettings], *_: Any, **__: Any
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            return (
+                InitSettingsSource(settings_cls, dict(flags)),
+                _MappingEnv(settings_cls, env),
+                InitSettingsSource(settings_cls, dict(from_file)),
+            )
+
+    try:
+        return Resolved().model_dump()
+    except pydantic.ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        name = ".".join(str(part) for part in err["loc"])
+        raise InvalidArgument(
+            f"setting {name}: cannot read {err.get('input')!r}: {err['msg']}"
+        ) from None
 
 
 def resolve_settings(
@@ -120,33 +175,20 @@ def resolve_settings(
     """Merge every source; unknown names in a config file are an error (typos must not pass)."""
     env = os.environ if env is None else env
     flags = {k: v for k, v in (flags or {}).items() if v is not None}
-    config_path = config_file or flags.get("config") or env.get(ENV_PREFIX + "CONFIG")
+    config_path = config_file or flags.pop("config", None) or env.get(ENV_PREFIX + "CONFIG")
     from_file = load_config_file(config_path) if config_path else {}
-    node_types = {k: v for k, v in _field_types(NodeSettings).items() if k != "store"}
-    store_types = store_field_types()
-    unknown = set(from_file) - set(node_types) - set(store_types)
+    known = set(settings_model().model_fields)
+    unknown = set(from_file) - known
     if unknown:
         raise InvalidArgument(f"unknown settings in {config_path}: {', '.join(sorted(unknown))}")
-    unknown_flags = set(flags) - set(node_types) - set(store_types) - {"config"}
+    unknown_flags = set(flags) - known
     if unknown_flags:
         raise InvalidArgument(f"unknown settings: {', '.join(sorted(unknown_flags))}")
-    values: dict[str, Any] = {}
-    store_values: dict[str, Any] = {}
-    for name, kind in list(node_types.items()) + list(store_types.items()):
-        target = store_values if name in store_types and name not in node_types else values
-        raw: Any = dataclasses.MISSING
-        if name in from_file:
-            raw = from_file[name]
-        env_name = ENV_PREFIX + name.upper()
-        if env_name in env:
-            raw = env[env_name]
-        if name in flags:
-            raw = flags[name]
-        if raw is not dataclasses.MISSING:
-            target[name] = _convert(name, raw, kind)
-    settings = NodeSettings(**values)
-    store_values["data_dir"] = settings.data_dir
-    settings.store = store_values
+    values = _read(flags, env, from_file)
+    node_names = {f.name for f in dataclasses.fields(NodeSettings)}
+    settings = NodeSettings(**{k: v for k, v in values.items() if k in node_names})
+    settings.store = {k: v for k, v in values.items() if k not in node_names}
+    settings.store["data_dir"] = settings.data_dir
     if not settings.data_dir:
         raise InvalidArgument("a data directory is required (--data-dir or MSGSTORE_DATA_DIR)")
     if not 0 <= settings.port <= 65535:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from storage_node.errors import InvalidArgument, InvalidBatch, MessageTooLarge, NotOwner
-from storage_node.formats.msgid import MessageId, parse_canonical_msg_id
+from storage_node.formats.message_id import MessageId, parse_canonical_msg_id
 from storage_node.formats.packed import ListBatch, PackedBatch, PackedColumn, filled
 from storage_node.formats.record import MAX_KEY_BYTES, MAX_MSG_ID_BYTES, MAX_TAG_BYTES
 from storage_node.store.types import AppendColumns, TopicConfig

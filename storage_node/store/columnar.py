@@ -18,6 +18,9 @@ the binary read answer use):
 Nothing is done per message in Python. A frame that fails its checks raises CorruptData
 naming the partition offsets it holds; rows before it are still returned when the read's
 limits stop before it (as the record-at-a-time definition would).
+
+Over 400 lines on purpose: fetching, checking and gathering are one pipeline over the same
+arrays; the pieces are only ever used together.
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass
 from itertools import repeat
-from typing import TYPE_CHECKING
 
 import numpy as np
 from crc32c import crc32c
@@ -42,10 +44,8 @@ from storage_node.formats.record import (
     ROW_TAG,
     frame_offset_of_row,
 )
+from storage_node.store.commitlog import CommitLog
 from storage_node.store.types import Message
-
-if TYPE_CHECKING:
-    from storage_node.store.commitlog import CommitLog
 
 SPAN_ROWS = 2048  # a positional read reaches this many rows ahead (up to SPAN_MAX bytes)
 GATHER_PAD = 4096  # spare bytes after the frames: fields up to this long gather by windows

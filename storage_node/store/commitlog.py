@@ -8,6 +8,16 @@ shares the next one (group commit); the store's group-commit leader writes and f
 group itself (``wait_durable``). In ``async`` mode the flusher thread runs when the cache
 reaches a count, byte or age threshold (seed 002) and a syncer thread runs the policy's
 periodic fsyncs. Reads of positions not yet in a file are served from the cache.
+
+What other parts use is a method or a documented attribute here: the append path
+(``append``, ``wait_durable``, ``backpressure``, ``abandon``, ``error``), readers (``read``,
+``span``, ``keep_frame``), recovery (``install``, ``set_end``, ``truncate_to``,
+``read_segment``), the lifecycle (``install``, ``remove``, ``is_sealed``, ``segment_end``)
+and log shipping (``read_frames``, ``append_frames``, ``truncate_to``).
+
+Over 400 lines on purpose: the write cache, the flusher, the syncer and the reads share one
+mutex and one set of positions (end, written, durable); split apart they would have to
+reach into each other's state.
 """
 
 from __future__ import annotations
@@ -22,10 +32,23 @@ from dataclasses import dataclass
 import numpy as np
 
 from storage_node.backend.files import ensure_dir, fsync_dir, start_writeback, write_all
-from storage_node.errors import DiskFull, InvalidArgument, OffsetOutOfRange, Unavailable
-from storage_node.formats.record import Record, decode_row, frame_offset_of_row, verified_frame
-from storage_node.formats.segment import segment_name
-from storage_node.store.segments import BlockSegment, RawSegment
+from storage_node.errors import (
+    DiskFull,
+    InvalidArgument,
+    MsgStoreError,
+    OffsetOutOfRange,
+    Unavailable,
+)
+from storage_node.formats.record import (
+    Piece,
+    Record,
+    decode_row,
+    frame_offset_of_row,
+    iter_frames,
+    verified_frame,
+)
+from storage_node.formats.segment_name import segment_name
+from storage_node.store.segment_readers import RawSegment, SegmentHandle
 
 IOV_MAX = min(1024, os.sysconf("SC_IOV_MAX"))  # pieces one gathering write takes
 FRAME_CACHE = 16  # verified frames kept for reads
@@ -37,7 +60,7 @@ NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 class Chunk:
     pos: int  # log position of the first byte
     seg: int  # start position of the segment it belongs to
-    data: bytes | list[bytes]  # contiguous, or the pieces of whole frames (gathering write)
+    data: bytes | list[Piece]  # contiguous, or the pieces of whole frames (gathering write)
     count: int
     size: int
 
@@ -69,9 +92,9 @@ class CommitLog:
         self.max_messages = flush_max_messages
         self.max_bytes = flush_max_bytes
         self.max_age = flush_max_age_ms / 1000.0
-        self.segments: dict[int, RawSegment | BlockSegment] = {}
+        self.segments: dict[int, SegmentHandle] = {}
         self.starts: list[int] = []
-        self.retired: list[tuple[float, RawSegment | BlockSegment]] = []
+        self.retired: list[tuple[float, SegmentHandle]] = []
         self.start_pos = 0  # first position still held (expiry raises it)
         self.end = 0  # next position to hand out (includes the cache)
         self.written_end = 0  # bytes below this are in files
@@ -98,7 +121,7 @@ class CommitLog:
         self.fsync_bytes = fsync_bytes  # async: also fsync once this much is unsynced
         self._last_fsync = time.monotonic()
         self._closing = False
-        self._error: Exception | None = None
+        self._error: MsgStoreError | None = None
         self._write_fd: int | None = None
         self._write_seg = -1
         self._thread: threading.Thread | None = None
@@ -115,7 +138,7 @@ class CommitLog:
         self._raw_cache: tuple[int, bytes] | None = None  # one inflated segment (read_raw)
 
     # ---- setup (recovery) -------------------------------------------------------------
-    def install(self, start: int, handle: RawSegment | BlockSegment) -> None:
+    def install(self, start: int, handle: SegmentHandle) -> None:
         """Register (or replace, atomically for readers) the handle of a segment."""
         with self._cond:
             old = self.segments.get(start)
@@ -156,7 +179,7 @@ class CommitLog:
             self._syncer.start()
 
     # ---- append path (caller holds the store's append lock) ---------------------------
-    def append(self, data: bytes | list[bytes], sizes: np.ndarray) -> np.ndarray:
+    def append(self, data: bytes | list[Piece], sizes: np.ndarray) -> np.ndarray:
         """Queue ``data`` (whole frames of ``sizes``, contiguous or as a list of pieces);
         returns each frame's position. Frames, not records, are the unit of the log."""
         if self._error is not None:
@@ -214,7 +237,33 @@ class CommitLog:
                 self._kick.notify()
         return positions
 
-    def abandon(self, pos: int, error: Exception) -> None:
+    def append_frames(self, data: bytes) -> np.ndarray:
+        """Append whole frames as they are (log shipping): every frame is checked first and
+        nothing is written unless all are whole and valid. Returns each frame's position;
+        the derived indexes are the caller's (as recovery's replay builds them)."""
+        sizes = [size for _off, size in iter_frames(data)]
+        if not sizes or sum(sizes) != len(data):
+            raise InvalidArgument("append_frames takes whole, valid record frames")
+        return self.append(bytes(data), np.asarray(sizes, dtype=np.int64))
+
+    @property
+    def error(self) -> MsgStoreError | None:
+        """The failed write's error that stops appends until the store recovers in place."""
+        return self._error
+
+    def refuse_appends(self, error: MsgStoreError) -> None:
+        """Keep refusing appends with ``error`` (an in-place recovery that failed too: the
+        next append tries again)."""
+        with self._cond:
+            self._error = error
+            self._wake_all_locked()
+
+    @property
+    def in_flush(self) -> bool:
+        """A write of the cache is in progress (by the flusher or a leader)."""
+        return self._in_flush
+
+    def abandon(self, pos: int, error: MsgStoreError) -> None:
         """Stop after a failed append: drop the cached bytes from ``pos`` on (not yet taken by
         a flush) and keep ``error`` until the store recovers in place (see Store)."""
         with self._cond:
@@ -385,7 +434,8 @@ class CommitLog:
         """(Flusher, after writing up to ``end``.) Hand the fsync to the syncer thread on a
         descriptor of its own; a newer request replaces an older one (it covers it: a segment
         that was left behind got its fsync when the flusher moved on)."""
-        fd = os.dup(self._write_fd)  # type: ignore[arg-type]
+        assert self._write_fd is not None  # called after a batch was written
+        fd = os.dup(self._write_fd)
         with self._cond:
             old, self._sync_request = self._sync_request, (fd, end)
             self._sync_asked = max(self._sync_asked, end)
@@ -455,11 +505,12 @@ class CommitLog:
         touched: list[tuple[int, int]],
         sync_now: bool = True,
     ) -> None:
+        fd = self._write_fd
         i = 0
         while i < len(batch):
             seg = batch[i].seg
             j = i
-            bufs: list[bytes] = []
+            bufs: list[Piece] = []
             want = 0
             while j < len(batch) and batch[j].seg == seg and len(bufs) < IOV_MAX:
                 c = batch[j]
@@ -469,27 +520,25 @@ class CommitLog:
                     bufs.append(c.data)
                 want += c.size
                 j += 1
-            if seg != self._write_seg:
-                self._open_for_write(seg)
+            if fd is None or seg != self._write_seg:
+                fd = self._open_for_write(seg)
             if not touched or touched[-1][0] != seg:
-                touched.append((seg, os.fstat(self._write_fd).st_size))
-            got = 0
+                touched.append((seg, os.fstat(fd).st_size))
             for k in range(0, len(bufs), IOV_MAX):
                 group = bufs[k : k + IOV_MAX]
                 step = sum(map(len, group))
-                done = os.writev(self._write_fd, group)
+                done = os.writev(fd, group)
                 if done != step:
-                    write_all(self._write_fd, b"".join(group)[done:])
-                got += step
+                    write_all(fd, b"".join(group)[done:])
             if not sync_now:  # the device starts now; the coming fsync finds little to do
-                start_writeback(self._write_fd, batch[i].pos - seg, want)
+                start_writeback(fd, batch[i].pos - seg, want)
             self.stats["bytes_written"] += want
             i = j
-        if sync_now:
-            os.fsync(self._write_fd)
+        if sync_now and fd is not None:
+            os.fsync(fd)
             self.stats["fsyncs"] += 1
 
-    def _open_for_write(self, seg: int) -> None:
+    def _open_for_write(self, seg: int) -> int:
         if self._write_fd is not None:
             os.fsync(self._write_fd)
             os.close(self._write_fd)
@@ -497,6 +546,7 @@ class CommitLog:
         self._write_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         fsync_dir(self.dirs["unsealed"])
         self._write_seg = seg
+        return self._write_fd
 
     # ---- replication: raw frames in and out (see storage_node/replication) ------------
     def read_raw(self, pos: int, max_bytes: int) -> tuple[int, bytes]:
@@ -522,21 +572,13 @@ class CommitLog:
             else:
                 cached = self._raw_cache
                 if cached is None or cached[0] != start:
-                    cached = self._raw_cache = (start, self._inflate(seg))
+                    cached = self._raw_cache = (start, seg.read_all())  # checked, inflated
                 data = cached[1][pos - start : end - start]
         except FileNotFoundError:
             if self.segments.get(start) is seg:
                 raise
             return self.read_raw(pos, max_bytes)  # compacted or expired meanwhile
         return start, data
-
-    @staticmethod
-    def _inflate(seg: RawSegment | BlockSegment) -> bytes:
-        from storage_node.formats.compressed import decompress_all
-
-        if isinstance(seg, BlockSegment):
-            return decompress_all(seg.reader._read(0, seg.stored_size))
-        return seg.read_all()
 
     def append_raw(self, data: bytes, pos: int, seg: int, count: int) -> None:
         """(A follower, append lock held.) Queue ``data``, whole checked frames copied from
@@ -645,6 +687,83 @@ class CommitLog:
                 raise
             return self.span(pos, want_end)  # compacted or expired meanwhile
         return buf, seg.start + lo, f"{seg.state} segment {segment_name(seg.start)}"
+
+    def read_segment(self, start: int) -> bytes:
+        """The raw bytes of the segment that starts at ``start`` (decompressed, every block
+        checked; CorruptData for a segment that failed its checks)."""
+        return self.segments[start].read_all()
+
+    def read_frames(self, pos: int, max_bytes: int) -> bytes:
+        """Whole, checked frames from ``pos`` (a frame boundary) on, up to ``max_bytes`` (at
+        least one frame) and never past the end of ``pos``'s segment or compressed block:
+        the log's bytes as they are, for shipping to another log. ``b""`` at the end."""
+        if pos == self.end:
+            return b""
+        if pos < self.start_pos or pos > self.end:
+            raise OffsetOutOfRange(f"log position {pos} is not held")
+        hit = self._cached(pos)
+        if hit is not None:
+            buf, off = hit
+            where = "in the write cache"
+        else:
+            i = bisect.bisect_right(self.starts, pos) - 1
+            seg = self.segments[self.starts[i]]
+            where = f"{seg.state} segment {segment_name(seg.start)}"
+            if isinstance(seg, RawSegment):
+                buf, off = seg.frames_at(pos - seg.start, max_bytes), 0
+            else:  # a compressed block holds whole frames
+                buf, off = seg.record_view(pos - seg.start)
+        end = off
+        for frame_off, size in iter_frames(buf, off):
+            if frame_off != end or (end > off and frame_off + size - off > max_bytes):
+                break
+            end = frame_off + size
+        if end == off:
+            verified_frame(buf, off, f"at log position {pos} ({where})")  # raises CorruptData
+        return bytes(buf[off:end])
+
+    def truncate_to(self, pos: int) -> int:
+        """Cut the log back to ``pos``, a frame boundary at or after the first unsealed byte
+        that must go: recovery's torn tail, or a replica's divergent suffix. Everything
+        appended is flushed first; segments that begin after ``pos`` are deleted and the one
+        holding ``pos`` is cut (to nothing when it begins there). Returns the bytes removed. The derived indexes are
+        the caller's to cut back."""
+        if pos >= self.end:
+            return 0
+        if self._thread is not None:
+            self.flush()
+        with self._cond:
+            if pos < self.start_pos or self._active or self._in_flush:
+                raise InvalidArgument(f"cannot truncate the log to {pos}")
+            doomed = [s for s in self.starts if s > pos]
+            keep = [s for s in self.starts if s <= pos]
+            files = [self.segments[s] for s in doomed + keep[-1:]]
+            raw = [h for h in files if isinstance(h, RawSegment)]
+            if len(raw) != len(files):
+                raise InvalidArgument(f"log position {pos} is in a sealed, compacted segment")
+            removed = self.end - pos
+            if self._write_fd is not None:
+                os.close(self._write_fd)
+                self._write_fd, self._write_seg = None, -1
+            for handle in raw:
+                if handle.start > pos:
+                    del self.segments[handle.start]
+                    self.starts.remove(handle.start)
+                    handle.close()
+                    os.unlink(handle.path)
+                else:
+                    handle.close()
+                    os.truncate(handle.path, pos - handle.start)
+                    fd = os.open(handle.path, os.O_RDONLY)
+                    try:
+                        os.fsync(fd)
+                    finally:
+                        os.close(fd)
+            fsync_dir(self.dirs["unsealed"])
+            self._frames = []
+            self.set_end(pos)
+            self._sync_asked = min(self._sync_asked, pos)
+        return removed
 
     def cached_frame(self, pos: int) -> tuple[int, memoryview] | None:
         """A recently read, already checked frame holding ``pos`` (start, frame), if any."""

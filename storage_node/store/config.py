@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, fields
+from typing import Any
 
 from storage_node.errors import InvalidArgument
 
@@ -58,7 +59,7 @@ class StoreConfig:
     @classmethod
     def from_env(cls, prefix: str = "MSGSTORE_", **overrides: object) -> StoreConfig:
         """Fields from ``<prefix><FIELD>`` variables (e.g. MSGSTORE_FLUSH_MODE), then overrides."""
-        values: dict[str, object] = {}
+        values: dict[str, Any] = {}
         for f in fields(cls):
             raw = os.environ.get(prefix + f.name.upper())
             if raw is None:

@@ -38,7 +38,9 @@ class DedupTable:
     def get(self, producer_id: str, sequence: int) -> AppendColumns | None:
         found = self.batches.get((producer_id, sequence))
         if isinstance(found, list):
-            found = self.batches[(producer_id, sequence)] = AppendColumns(*found)
+            found = self.batches[(producer_id, sequence)] = AppendColumns(
+                found[0], found[1], found[2]
+            )
         return found
 
     def put(self, producer_id: str, sequence: int, results: AppendColumns) -> None:
@@ -63,6 +65,7 @@ class DedupTable:
             if found is not None:
                 self.results -= _count(found)
             found = self.batches[key] = [[], [], []]
+        assert isinstance(found, list)  # a replayed batch stays a triple until the replay ends
         found[0].append(partition)
         found[1].append(offset)
         found[2].append(msg_id)

@@ -11,53 +11,92 @@ After a clean shutdown (the checkpoint's ``clean`` flag) nothing is rescanned. O
    ones is mid-file corruption, which is kept, skipped by the indexes and reported on read;
 4. derived indexes are cut back to the checkpoint (queue next offsets, key-index item
    count, key-index files begun after it) and rebuilt from the records past it.
+
+Like Kafka's LogLoader, ``LogLoader`` is handed what it fills in (the commit log, the
+indexes, the idempotency table, the topics) and returns what it found (``Loaded``: the
+report, the last store time); it knows nothing of the store that owns those parts.
 """
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from storage_node.backend.files import fsync_dir, remove_file, remove_temporaries
+from storage_node.backend.objectstore import ObjectStore
 from storage_node.errors import CorruptData, InvalidArgument
 from storage_node.formats.checkpoint import Checkpoint
-from storage_node.formats.compressed import decompress_all
+from storage_node.formats.key_index_file import KeyIndexFile
 from storage_node.formats.keyhash import key_hashes
-from storage_node.formats.msgid import numbered_ids, parse_msg_id
-from storage_node.formats.queue_index import ENTRY_DTYPE, tag_hash
+from storage_node.formats.message_id import numbered_ids, parse_msg_id
+from storage_node.formats.queue_index import ENTRY_DTYPE, QueueIndex, tag_hash
 from storage_node.formats.record import (
     FLAG_PRODUCER,
-    FRAME,
     FRAME_SIZE,
     ROW,
-    ROW_DTYPE,
     ROW_KEY,
     ROW_TAG,
-)
-from storage_node.formats.segment import (
-    frame_step,
+    FrameHeader,
     last_batch_end,
-    parse_segment_name,
-    scan_segment,
+    scan_frames,
+    walk_frames,
 )
-from storage_node.store.keyindex import is_index_name, name_begin_pos
-from storage_node.store.segments import BlockSegment, CorruptSegment, RawSegment
+from storage_node.formats.segment_name import parse_segment_name
+from storage_node.store.commitlog import CommitLog
+from storage_node.store.dedup import DedupTable
+from storage_node.store.key_index_set import KeyIndexSet, is_index_name, name_begin_pos
+from storage_node.store.msg_id_index import MsgIdIndexes
+from storage_node.store.queues import PartitionQueues
+from storage_node.store.segment_readers import (
+    BlockSegment,
+    CorruptSegment,
+    RawSegment,
+    SegmentHandle,
+)
+from storage_node.store.topics import TopicRegistry
 from storage_node.store.types import AppendColumns
 
-if TYPE_CHECKING:
-    from storage_node.store.store import Store
-
 STATES = ("unsealed", "compacted", "uploaded")
+MAX_GROUP_FRAMES = 256
 
 
-def resolve_states(dirs: dict[str, str], valid_name: object, report: dict) -> dict[str, str]:
+@dataclass
+class RecoveryReport:
+    """What recovery found and did (``Store.recovery_report`` and stats hold it as a dict)."""
+
+    clean: bool = False
+    temporaries_removed: list[str] = field(default_factory=list)
+    duplicates_removed: list[str] = field(default_factory=list)
+    truncated_bytes: int = 0
+    corrupt_records: list[int] = field(default_factory=list)
+    corrupt_files: list[str] = field(default_factory=list)
+    replayed_records: int = 0
+    replayed_from: int = 0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Loaded:
+    """What a load returns: its report and the newest store time of the log."""
+
+    report: RecoveryReport
+    last_store_ms: int
+    checkpoint: Checkpoint | None
+
+
+def resolve_states(
+    dirs: dict[str, str], valid_name: Callable[[str], bool], report: RecoveryReport
+) -> dict[str, str]:
     """Map each file name to its furthest state, deleting copies left in earlier folders."""
     found: dict[str, list[str]] = {}
     for state in STATES:
         for name in os.listdir(dirs[state]):
-            if valid_name(name):  # type: ignore[operator]
+            if valid_name(name):
                 found.setdefault(name, []).append(state)
     out = {}
     for name, states in found.items():
@@ -65,319 +104,285 @@ def resolve_states(dirs: dict[str, str], valid_name: object, report: dict) -> di
         for state in states[:-1]:
             remove_file(os.path.join(dirs[state], name))
             fsync_dir(dirs[state])
-            report["duplicates_removed"].append(f"{state}/{name}")
+            report.duplicates_removed.append(f"{state}/{name}")
         out[name] = keep
     return out
 
 
-def recover(store: Store) -> dict:
-    report: dict = {
-        "clean": False,
-        "temporaries_removed": [],
-        "duplicates_removed": [],
-        "truncated_bytes": 0,
-        "corrupt_records": [],
-        "corrupt_files": [],
-        "replayed_records": 0,
-        "replayed_from": 0,
-    }
-    report["temporaries_removed"] = remove_temporaries(store.root)
-    ck = Checkpoint.load(store.checkpoint_path)
-    clean = ck is not None and ck.clean
-    report["clean"] = clean
-    _recover_segments(store, ck, clean, report)
-    _recover_key_indexes(store, ck, clean, report)
-    _recover_queues(store, ck, clean)
-    if ck is not None:
-        store.last_store_ms = ck.last_store_ms
-    if not clean:
-        start = ck.log_end if ck is not None else 0
-        start = max(start, store.log.start_pos)
-        report["replayed_from"] = start
-        report["replayed_records"] = replay(store, start, report)
-        store.dedup.end_replay()
-    for q in store.queues.values():
-        adjust_first_offset(store, q)
-    return report
+class LogLoader:
+    """Brings the parts of a store in ``root`` back in line with its log (see above)."""
 
+    def __init__(
+        self,
+        root: str,
+        checkpoint_path: str,
+        log: CommitLog,
+        keyidx: KeyIndexSet,
+        msgids: MsgIdIndexes,
+        queues: PartitionQueues,
+        dedup: DedupTable,
+        topics: TopicRegistry,
+        objects: ObjectStore,
+    ) -> None:
+        self.root = root
+        self.checkpoint_path = checkpoint_path
+        self.log = log
+        self.keyidx = keyidx
+        self.msgids = msgids
+        self.queues = queues
+        self.dedup = dedup
+        self.topics = topics
+        self.objects = objects
+        self.report = RecoveryReport()
+        self.last_store_ms = 0
 
-def _recover_segments(store: Store, ck: Checkpoint | None, clean: bool, report: dict) -> None:
-    log = store.log
-    states = resolve_states(log.dirs, lambda n: parse_segment_name(n) is not None, report)
-    for name, state in sorted(states.items()):
-        start = int(name)
-        path = os.path.join(log.dirs[state], name)
-        try:
-            if state == "unsealed":
-                handle = RawSegment(start, path)
-            elif state == "compacted":
-                handle = BlockSegment.local(start, path)
-            else:
-                handle = BlockSegment.remote(start, path, store.objects)
-        except (CorruptData, OSError, ValueError, KeyError) as exc:
-            report["corrupt_files"].append(f"{state}/{name}: {exc}")
-            handle = CorruptSegment(start, state, 0, str(exc))
-        log.install(start, handle)
-    end = ck.log_end if ck is not None else 0
-    if log.starts:
+    def load(self) -> Loaded:
+        report = self.report
+        report.temporaries_removed = remove_temporaries(self.root)
+        ck = Checkpoint.load(self.checkpoint_path)
+        clean = ck is not None and ck.clean
+        report.clean = clean
+        self._recover_segments(ck, clean)
+        self._recover_key_indexes(ck, clean)
+        self._recover_queues(ck, clean)
+        if ck is not None:
+            self.last_store_ms = ck.last_store_ms
+        if not clean:
+            start = ck.log_end if ck is not None else 0
+            start = max(start, self.log.start_pos)
+            report.replayed_from = start
+            report.replayed_records = self.replay(start)
+            self.dedup.end_replay()
+        self.queues.drop_expired(self.log.start_pos)
+        return Loaded(report, self.last_store_ms, ck)
+
+    def _recover_segments(self, ck: Checkpoint | None, clean: bool) -> None:
+        log, report = self.log, self.report
+        states = resolve_states(log.dirs, lambda n: parse_segment_name(n) is not None, report)
+        for name, state in sorted(states.items()):
+            start = int(name)
+            path = os.path.join(log.dirs[state], name)
+            handle: SegmentHandle
+            try:
+                if state == "unsealed":
+                    handle = RawSegment(start, path)
+                elif state == "compacted":
+                    handle = BlockSegment.local(start, path)
+                else:
+                    handle = BlockSegment.remote(start, path, self.objects)
+            except (CorruptData, OSError, ValueError, KeyError) as exc:
+                report.corrupt_files.append(f"{state}/{name}: {exc}")
+                handle = CorruptSegment(start, state, 0, str(exc))
+            log.install(start, handle)
+        end = ck.log_end if ck is not None else 0
+        if not log.starts:
+            log.set_end(end)
+            return
         last = log.starts[-1]
         handle = log.segments[last]
-        if isinstance(handle, RawSegment):
-            size = handle.raw_size
-            if clean:
-                end = last + size
-            else:
-                with open(handle.path, "rb") as fh:
-                    data = fh.read()
-                scan_from = max(0, min(size, (ck.log_end if ck else 0) - last))
-                valid_end, corrupt = scan_segment(data, scan_from)
-                valid_end = last_batch_end(data, scan_from, valid_end)  # no half batches
-                if valid_end < size:
-                    os.truncate(handle.path, valid_end)
-                    fd = os.open(handle.path, os.O_RDONLY)
-                    os.fsync(fd)
-                    os.close(fd)
-                    report["truncated_bytes"] += size - valid_end
-                report["corrupt_records"].extend(last + c for c in corrupt)
-                end = last + valid_end
-        else:
-            end = max(end, last + handle.raw_size)
-    log.set_end(end)
+        if not isinstance(handle, RawSegment):
+            log.set_end(max(end, last + handle.raw_size))
+            return
+        size = handle.raw_size
+        log.set_end(last + size)
+        if clean:
+            return
+        data = handle.read_all()
+        scan_from = max(0, min(size, (ck.log_end if ck else 0) - last))
+        valid_end, corrupt = scan_frames(data, scan_from)
+        valid_end = last_batch_end(data, scan_from, valid_end)  # no half batches
+        report.truncated_bytes += log.truncate_to(last + valid_end)
+        report.corrupt_records.extend(last + c for c in corrupt)
 
-
-def _recover_key_indexes(store: Store, ck: Checkpoint | None, clean: bool, report: dict) -> None:
-    kx = store.keyidx
-    states = resolve_states(kx.dirs, is_index_name, report)
-    log_end = ck.log_end if ck is not None else 0
-    ck_name = ck.key_index_name if ck is not None else None
-    for name, state in sorted(states.items()):
-        path = os.path.join(kx.dirs[state], name)
-        if (
-            not clean
-            and state == "unsealed"
-            and name != ck_name
-            and name_begin_pos(name) >= log_end
-        ):
-            remove_file(path)  # begun after the checkpoint: replay rebuilds it
-            continue
-        try:
-            if state == "uploaded":
-                handle = kx.open_remote(path, store.objects)
-            else:
-                handle = kx.open_local(path, state)
-        except (CorruptData, OSError, ValueError, KeyError) as exc:
-            report["corrupt_files"].append(f"index/{state}/{name}: {exc}")
-            continue
-        kx.install(name, state, handle)
-        if name == ck_name and state == "unsealed":
-            if not clean:
-                handle.truncate_to(ck.key_index_count)  # type: ignore[union-attr]
-            if not handle.full:  # type: ignore[union-attr]
-                kx.active = handle  # type: ignore[assignment]
-
-
-def _recover_queues(store: Store, ck: Checkpoint | None, clean: bool) -> None:
-    saved = ck.queues if ck is not None else {}
-    for cfg in store.topics.all():
-        for p in range(cfg.partitions):
-            nxt = saved.get(cfg.name, {}).get(str(p))
-            if nxt is None and not clean:
-                nxt = 0  # topic created after the checkpoint: every record of it is replayed
-            store.queue(cfg.name, p, nxt)
-
-
-def adjust_first_offset(store: Store, q: object) -> None:
-    """Raise a queue's first offset past entries whose records expired with their segment."""
-    start = store.log.start_pos
-    lo, hi = q.first_offset, q.next_offset  # type: ignore[attr-defined]
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if q.entries(mid, 1)[0][0] >= start:  # type: ignore[attr-defined]
-            hi = mid
-        else:
-            lo = mid + 1
-    q.drop_before(lo)  # type: ignore[attr-defined]
-
-
-def _segment_bytes(handle: object) -> bytes:
-    if isinstance(handle, RawSegment):
-        return handle.read_all()
-    if isinstance(handle, BlockSegment):
-        size = handle.stored_size
-        return decompress_all(handle.reader._read(0, size))
-    raise CorruptData(getattr(handle, "reason", "unreadable segment"))
-
-
-def replay(store: Store, start: int, report: dict) -> int:
-    """Re-index every record from log position ``start`` to the end; returns how many.
-
-    Frames are indexed with array operations, consecutive frames of one appended batch
-    (same topic, producer and store time) together: the rows give queue entries and
-    positions, the keys are hashed together, node-assigned IDs are one run.
-    """
-    log = store.log
-    kx = store.keyidx
-    # items already held by compacted/uploaded key-index files are not added again
-    covered = max((kx.files[n].end_pos for n in kx.names if kx.states[n] != "unsealed"), default=-1)
-    count = 0
-    for seg_start in list(log.starts):
-        if log.segment_end(seg_start) <= start:
-            continue
-        try:
-            data = _segment_bytes(log.segments[seg_start])
-        except CorruptData as exc:
-            report["corrupt_files"].append(f"segment {seg_start:020d}: {exc}")
-            continue
-        view = memoryview(data)
-        off = max(0, start - seg_start)
-        n = len(data)
-        group: list[tuple[memoryview, int]] = []
-        group_key: tuple = ()
-        while off < n:
-            size, damaged = frame_step(data, off)
-            if damaged and seg_start + off not in report["corrupt_records"]:
-                report["corrupt_records"].append(seg_start + off)
-            if not size:
-                break
-            if damaged:
-                off += size  # mid-file damage: skip the frame, index what follows
+    def _recover_key_indexes(self, ck: Checkpoint | None, clean: bool) -> None:
+        kx, report = self.keyidx, self.report
+        states = resolve_states(kx.dirs, is_index_name, report)
+        log_end = ck.log_end if ck is not None else 0
+        ck_name = ck.key_index_name if ck is not None else None
+        for name, state in sorted(states.items()):
+            path = os.path.join(kx.dirs[state], name)
+            if (
+                not clean
+                and state == "unsealed"
+                and name != ck_name
+                and name_begin_pos(name) >= log_end
+            ):
+                remove_file(path)  # begun after the checkpoint: replay rebuilds it
                 continue
+            try:
+                if state == "uploaded":
+                    handle = kx.open_remote(path, self.objects)
+                else:
+                    handle = kx.open_local(path, state)
+            except (CorruptData, OSError, ValueError, KeyError) as exc:
+                report.corrupt_files.append(f"index/{state}/{name}: {exc}")
+                continue
+            kx.install(name, state, handle)
+            # the checkpoint's unsealed file (open_local opens every unsealed one as a
+            # KeyIndexFile)
+            if ck is not None and name == ck_name and isinstance(handle, KeyIndexFile):
+                if not clean:
+                    handle.truncate_to(ck.key_index_count)
+                if not handle.full:
+                    kx.active = handle
+
+    def _recover_queues(self, ck: Checkpoint | None, clean: bool) -> None:
+        saved = ck.queues if ck is not None else {}
+        for cfg in self.topics.all():
+            for p in range(cfg.partitions):
+                nxt = saved.get(cfg.name, {}).get(str(p))
+                if nxt is None and not clean:
+                    nxt = 0  # topic created after the checkpoint: every record is replayed
+                self.queues.get(cfg.name, p, nxt)
+
+    def replay(self, start: int) -> int:
+        """Re-index every record from log position ``start`` to the end; returns how many.
+
+        Frames are indexed with array operations, consecutive frames of one appended batch
+        (same topic, producer and store time) together: the rows give queue entries and
+        positions, the keys are hashed together, node-assigned IDs are one run.
+        """
+        log, kx, report = self.log, self.keyidx, self.report
+        # items already held by compacted/uploaded key-index files are not added again
+        covered = max(
+            (kx.files[n].end_pos for n in kx.names if kx.states[n] != "unsealed"), default=-1
+        )
+        count = 0
+        for seg_start in list(log.starts):
+            if log.segment_end(seg_start) <= start:
+                continue
+            try:
+                data = log.read_segment(seg_start)
+            except CorruptData as exc:
+                report.corrupt_files.append(f"segment {seg_start:020d}: {exc}")
+                continue
+            view = memoryview(data)
+            group: list[tuple[memoryview, int, FrameHeader]] = []
+            group_key: tuple = ()
+            for off, size, damaged in walk_frames(data, max(0, start - seg_start)):
+                if damaged and seg_start + off not in report.corrupt_records:
+                    report.corrupt_records.append(seg_start + off)
+                if damaged:
+                    continue  # mid-file damage: skip the frame, index what follows
+                frame = view[off : off + size]
+                header = FrameHeader.of(frame)
+                key = header.batch_key()
+                if group and (key != group_key or len(group) >= MAX_GROUP_FRAMES):
+                    count += self._index_frames(group, covered)
+                    group = []
+                group_key = key
+                group.append((frame, seg_start + off, header))
+            if group:
+                count += self._index_frames(group, covered)
+        return count
+
+    def index_copied(self, data: bytes, pos: int) -> int:
+        """(A follower, append lock held.) Index whole, checked frames copied from a leader's
+        log at position ``pos`` exactly as replay does, so a follower promoted to leader
+        serves offsets, keys, message IDs and idempotent batches at once."""
+        view = memoryview(data)
+        count = 0
+        group: list[tuple[memoryview, int, FrameHeader]] = []
+        group_key: tuple = ()
+        for off, size, damaged in walk_frames(data, 0):
+            if damaged or not size:
+                raise CorruptData(f"a copied frame at log position {pos + off} is damaged")
             frame = view[off : off + size]
-            key = _batch_key(frame)
+            header = FrameHeader.of(frame)
+            key = header.batch_key()
             if group and (key != group_key or len(group) >= MAX_GROUP_FRAMES):
-                count += _index_frames(store, group, covered)
+                count += self._index_frames(group, -1)
                 group = []
             group_key = key
-            group.append((frame, seg_start + off))
-            off += size
+            group.append((frame, pos + off, header))
         if group:
-            count += _index_frames(store, group, covered)
-    return count
+            count += self._index_frames(group, -1)
+        self.dedup.end_replay()  # copies end at whole batches: the next one starts afresh
+        return count
 
-
-MAX_GROUP_FRAMES = 256
-
-
-def _batch_key(frame: memoryview) -> tuple:
-    """What the frames of one appended batch share: producer flag, store time, sequence,
-    topic and producer id."""
-    _size, _crc, _m, flags, count, tlen, plen, _r, store_ms, sequence = FRAME.unpack_from(frame)
-    lead = FRAME_SIZE + ROW * count
-    return (flags & FLAG_PRODUCER, store_ms, sequence, bytes(frame[lead : lead + tlen + plen]))
-
-
-def _index_frames(store: Store, frames: list[tuple[memoryview, int]], covered: int) -> int:
-    """Index verified frames of one batch (log positions given) as its append did."""
-    first = frames[0][0]
-    _size, _crc, _m, flags, count0, tlen, plen, _r, store_ms, sequence = FRAME.unpack_from(first)
-    lead = FRAME_SIZE + ROW * count0
-    topic = bytes(first[lead : lead + tlen]).decode()
-    store.last_store_ms = max(store.last_store_ms, store_ms)
-    rows_parts, pos_parts, key_parts, id_parts = [], [], [], []
-    tags: list[tuple[int, int]] = []  # (record number, tag hash)
-    total = 0
-    for frame, pos in frames:
-        count = FRAME.unpack_from(frame)[4]
-        rows = np.frombuffer(frame, dtype=ROW_DTYPE, count=count, offset=FRAME_SIZE)
-        rows_parts.append(rows)
-        pos_parts.append(pos + FRAME_SIZE + ROW * np.arange(count, dtype=np.int64))
-        kstart, istart = int(rows["koff"][0]), int(rows["ioff"][0])
-        key_parts.append(frame[kstart : kstart + int(rows["klen"].sum())])
-        id_parts.append(frame[istart : istart + int(rows["idlen"].sum())])
-        for i in np.flatnonzero(rows["flags"] & ROW_TAG).tolist():
-            toff, taglen = int(rows["toff"][i]), int(rows["taglen"][i])
-            tags.append((total + i, tag_hash(bytes(frame[toff : toff + taglen]))))
-        total += count
-    if topic not in store.topics.topics:
+    def _index_frames(self, frames: list[tuple[memoryview, int, FrameHeader]], covered: int) -> int:
+        """Index verified frames of one batch (log positions given) as its append did."""
+        first = frames[0][2]
+        topic = first.topic.decode()
+        self.last_store_ms = max(self.last_store_ms, first.store_ms)
+        rows_parts, pos_parts, key_parts, id_parts = [], [], [], []
+        tags: list[tuple[int, int]] = []  # (record number, tag hash)
+        total = 0
+        for frame, pos, header in frames:
+            count = header.count
+            rows = header.rows(frame)
+            rows_parts.append(rows)
+            pos_parts.append(pos + FRAME_SIZE + ROW * np.arange(count, dtype=np.int64))
+            kstart, istart = int(rows["koff"][0]), int(rows["ioff"][0])
+            key_parts.append(frame[kstart : kstart + int(rows["klen"].sum())])
+            id_parts.append(frame[istart : istart + int(rows["idlen"].sum())])
+            for i in np.flatnonzero(rows["flags"] & ROW_TAG).tolist():
+                toff, taglen = int(rows["toff"][i]), int(rows["taglen"][i])
+                tags.append((total + i, tag_hash(bytes(frame[toff : toff + taglen]))))
+            total += count
+        if topic not in self.topics.topics:
+            return total
+        rows = rows_parts[0] if len(rows_parts) == 1 else np.concatenate(rows_parts)
+        positions = pos_parts[0] if len(pos_parts) == 1 else np.concatenate(pos_parts)
+        parts = rows["partition"].astype(np.int64)
+        qoffs = rows["qoff"].astype(np.int64)
+        klen = rows["klen"].astype(np.int64)
+        idlen = rows["idlen"].astype(np.int64)
+        entries = np.zeros(total, dtype=ENTRY_DTYPE)
+        entries["pos"] = positions
+        entries["size"] = ROW + klen + rows["taglen"] + idlen + rows["vlen"]
+        for i, th in tags:
+            entries["tag"][i] = th
+        for p in np.unique(parts).tolist():
+            mine = np.flatnonzero(parts == p)
+            _replay_queue(self.queues.get(topic, p), qoffs[mine], entries[mine])
+        has_key = (rows["flags"] & ROW_KEY).astype(bool)
+        keyed = has_key & (positions > covered)
+        if keyed.any():
+            hashes = key_hashes(b"".join(key_parts), np.where(has_key, klen, -1))
+            self.keyidx.add(hashes[keyed], positions[keyed].astype(np.uint64), first.store_ms)
+        ids = b"".join(id_parts)
+        if first.flags & FLAG_PRODUCER:
+            producer = first.producer.decode()
+            texts = AppendColumns(parts, qoffs, ids, idlen).msg_ids
+            for p, o, m in zip(parts.tolist(), qoffs.tolist(), texts, strict=True):
+                self.dedup.extend(producer, first.sequence, p, o, m)
+        self._replay_ids(ids, idlen, positions)
         return total
-    rows = rows_parts[0] if len(rows_parts) == 1 else np.concatenate(rows_parts)
-    positions = pos_parts[0] if len(pos_parts) == 1 else np.concatenate(pos_parts)
-    parts = rows["partition"].astype(np.int64)
-    qoffs = rows["qoff"].astype(np.int64)
-    klen = rows["klen"].astype(np.int64)
-    idlen = rows["idlen"].astype(np.int64)
-    entries = np.zeros(total, dtype=ENTRY_DTYPE)
-    entries["pos"] = positions
-    entries["size"] = ROW + klen + rows["taglen"] + idlen + rows["vlen"]
-    for i, th in tags:
-        entries["tag"][i] = th
-    for p in np.unique(parts).tolist():
-        mine = np.flatnonzero(parts == p)
-        _replay_queue(store.queue(topic, p), qoffs[mine], entries[mine])
-    has_key = (rows["flags"] & ROW_KEY).astype(bool)
-    keyed = has_key & (positions > covered)
-    if keyed.any():
-        hashes = key_hashes(b"".join(key_parts), np.where(has_key, klen, -1))
-        store.keyidx.add(hashes[keyed], positions[keyed].astype(np.uint64), store_ms)
-    ids = b"".join(id_parts)
-    if flags & FLAG_PRODUCER:
-        producer = bytes(first[lead + tlen : lead + tlen + plen]).decode()
-        texts = AppendColumns(parts, qoffs, ids, idlen).msg_ids
-        for p, o, m in zip(parts.tolist(), qoffs.tolist(), texts, strict=True):
-            store.dedup.extend(producer, sequence, p, o, m)
-    _replay_ids(store, ids, idlen, positions)
-    return total
+
+    def _replay_ids(self, ids: bytes, lens: np.ndarray, positions: np.ndarray) -> None:
+        """Index a frame's message IDs: one run when they are consecutive node-assigned
+        numbers (the usual frame), else one by one."""
+        first_len = int(lens[0])
+        try:
+            first = parse_msg_id(ids[:first_len].decode())
+        except (InvalidArgument, UnicodeDecodeError):
+            first = None
+        if first is not None:
+            prefix = ids[: first_len - len(str(first.seq))]
+            run = numbered_ids(prefix, first.seq, len(lens))
+            if run.blob == ids:
+                self.msgids.put_run(first.app, first.hour, first.ip, first.seq, positions)
+                return
+        texts = AppendColumns(positions, positions, ids, lens).msg_ids
+        for text, p in zip(texts, positions.tolist(), strict=True):
+            try:
+                self.msgids.put(parse_msg_id(text), p)
+            except InvalidArgument:
+                continue  # an ID that no longer parses is simply not indexed
 
 
-def _replay_queue(q: object, qoffs: np.ndarray, entries: np.ndarray) -> None:
+def _replay_queue(q: QueueIndex, qoffs: np.ndarray, entries: np.ndarray) -> None:
     """Append the entries a partition does not hold yet; offsets lost to mid-file
     corruption before them become empty entries (reads report them)."""
-    nxt = q.next_offset  # type: ignore[attr-defined]
+    nxt = q.next_offset
     keep = qoffs >= nxt
     qoffs, entries = qoffs[keep], entries[keep]
     if not len(qoffs):
         return
     if int(qoffs[0]) == nxt and int(qoffs[-1]) == nxt + len(qoffs) - 1:
-        q.append(entries)  # type: ignore[attr-defined]
+        q.append(entries)
         return
     filled = np.zeros(int(qoffs.max()) - nxt + 1, dtype=ENTRY_DTYPE)
     filled[qoffs - nxt] = entries
-    q.append(filled)  # type: ignore[attr-defined]
-
-
-def _replay_ids(store: Store, ids: bytes, lens: np.ndarray, positions: np.ndarray) -> None:
-    """Index a frame's message IDs: one run when they are consecutive node-assigned numbers
-    (the usual frame), else one by one."""
-    first_len = int(lens[0])
-    try:
-        first = parse_msg_id(ids[:first_len].decode())
-    except (InvalidArgument, UnicodeDecodeError):
-        first = None
-    if first is not None:
-        prefix = ids[: first_len - len(str(first.seq))]
-        run = numbered_ids(prefix, first.seq, len(lens))
-        if run.blob == ids:
-            store.msgids.put_run(first.app, first.hour, first.ip, first.seq, positions)
-            return
-    texts = AppendColumns(positions, positions, ids, lens).msg_ids
-    for text, p in zip(texts, positions.tolist(), strict=True):
-        try:
-            store.msgids.put(parse_msg_id(text), p)
-        except InvalidArgument:
-            continue  # an ID that no longer parses is simply not indexed
-
-
-def index_copied(store: Store, data: bytes, pos: int) -> int:
-    """(A follower, append lock held.) Index whole, checked frames copied from a leader's
-    log at position ``pos`` exactly as replay does, so a follower promoted to leader serves
-    offsets, keys, message IDs and idempotent batches at once. Returns the records."""
-    covered = -1
-    view = memoryview(data)
-    off = 0
-    count = 0
-    group: list[tuple[memoryview, int]] = []
-    group_key: tuple = ()
-    while off < len(data):
-        size = int.from_bytes(data[off : off + 4], "little")
-        frame = view[off : off + size]
-        key = _batch_key(frame)
-        if group and (key != group_key or len(group) >= MAX_GROUP_FRAMES):
-            count += _index_frames(store, group, covered)
-            group = []
-        group_key = key
-        group.append((frame, pos + off))
-        off += size
-    if group:
-        count += _index_frames(store, group, covered)
-    store.dedup.end_replay()  # copies end at whole batches: the next one starts afresh
-    return count
+    q.append(filled)

@@ -48,10 +48,11 @@ class AppendResult:
     msg_id: str
 
 
-# slot setters: AppendColumns.results() fills thousands of results without __init__
-_SET_PARTITION = AppendResult.partition.__set__  # type: ignore[attr-defined]
-_SET_OFFSET = AppendResult.offset.__set__  # type: ignore[attr-defined]
-_SET_MSG_ID = AppendResult.msg_id.__set__  # type: ignore[attr-defined]
+# slot setters: AppendColumns.results() fills thousands of results without __init__ (the
+# slot descriptors, read from the class's namespace)
+_SET_PARTITION = vars(AppendResult)["partition"].__set__
+_SET_OFFSET = vars(AppendResult)["offset"].__set__
+_SET_MSG_ID = vars(AppendResult)["msg_id"].__set__
 
 
 class AppendColumns:
@@ -67,18 +68,24 @@ class AppendColumns:
         self,
         partitions: Sequence[int] | np.ndarray,
         offsets: Sequence[int] | np.ndarray,
-        ids_blob: bytes | Sequence[str] = b"",
+        ids_blob: bytes | bytearray | memoryview | Sequence[str] = b"",
         id_lens: np.ndarray | None = None,
     ) -> None:
+        """IDs packed (``ids_blob`` with ``id_lens``) or as a list of strings."""
         self.partition_array = np.asarray(partitions, dtype=np.int64)
         self.offset_array = np.asarray(offsets, dtype=np.int64)
         self._msg_ids: list[str] | None = None
-        if id_lens is None:  # given as a list of strings
-            self._msg_ids = list(ids_blob)  # type: ignore[arg-type]
+        if isinstance(ids_blob, bytes | bytearray | memoryview):
+            if id_lens is None:
+                if len(ids_blob):
+                    raise ValueError("packed message IDs need their lengths (id_lens)")
+                id_lens = np.zeros(0, dtype=np.int64)
+            self.ids_blob = bytes(ids_blob)
+        else:  # given as a list of strings
+            self._msg_ids = list(ids_blob)
             encoded = [m.encode() for m in self._msg_ids]
-            ids_blob = b"".join(encoded)
+            self.ids_blob = b"".join(encoded)
             id_lens = np.fromiter(map(len, encoded), np.int64, len(encoded))
-        self.ids_blob = bytes(ids_blob)  # type: ignore[arg-type]
         self.id_lens = np.asarray(id_lens, dtype=np.int64)
 
     def __len__(self) -> int:

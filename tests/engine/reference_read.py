@@ -7,7 +7,7 @@ from __future__ import annotations
 from storage_node.errors import CorruptData
 from storage_node.formats.queue_index import tag_hash
 from storage_node.store import Store
-from storage_node.store.store import TAG_SCAN_LIMIT, to_message
+from storage_node.store.reads import TAG_SCAN_LIMIT, to_message
 from storage_node.store.types import Message, ReadResult
 
 
@@ -20,7 +20,7 @@ def reference_read(
     max_bytes: int = 1 << 20,
     tag: str | None = None,
 ) -> ReadResult:
-    q, offset, max_messages, max_bytes, nxt = store._read_args(
+    q, offset, max_messages, max_bytes, nxt = store.reads.read_args(
         topic, partition, offset, max_messages, max_bytes, tag
     )
     out: list[Message] = []

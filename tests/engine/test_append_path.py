@@ -8,7 +8,7 @@ import pytest
 
 from storage_node.errors import InvalidBatch, MessageTooLarge
 from storage_node.formats.keyhash import key_hash, key_hashes
-from storage_node.formats.msgid import MsgIdIndexFile, numbered_ids
+from storage_node.formats.message_id import MsgIdIndexFile, numbered_ids
 from storage_node.formats.packed import PackedBatch, PackedColumn, concat_columns, merge_batches
 from storage_node.store import Store, partition_for_key
 from storage_node.store.batches import prepare

@@ -17,13 +17,13 @@ from storage_node.formats.compressed import (
     decompress_all,
     verify_compacted_segment,
 )
-from storage_node.formats.key_index import KeyIndexFile
 from storage_node.formats.key_index_compacted import (
     CompactedKeyIndex,
     compact_key_index_bytes,
     verify_compacted_key_index,
 )
-from storage_node.formats.msgid import MsgIdIndexFile, format_msg_id, parse_msg_id
+from storage_node.formats.key_index_file import KeyIndexFile
+from storage_node.formats.message_id import MsgIdIndexFile, format_msg_id, parse_msg_id
 from storage_node.formats.packed import PackedColumn
 from storage_node.formats.queue_index import ENTRY_DTYPE, QueueIndex
 from storage_node.formats.record import (
@@ -32,9 +32,10 @@ from storage_node.formats.record import (
     encode_frames,
     frame_flags,
     iter_frames,
+    last_batch_end,
     read_record,
+    scan_frames,
 )
-from storage_node.formats.segment import last_batch_end, scan_segment
 
 
 def _packed(items: list) -> PackedColumn:
@@ -101,9 +102,9 @@ def test_frame_roundtrip_and_batch_end():
     bad[victim + 50] ^= 1
     with pytest.raises(CorruptData):
         read_record(bytes(bad), victim)
-    end, corrupt = scan_segment(bytes(bad))
+    end, corrupt = scan_frames(bytes(bad))
     assert end == len(buf) and corrupt == [frames[0][0]]
-    end, corrupt = scan_segment(buf[:-5])
+    end, corrupt = scan_frames(buf[:-5])
     assert end == last_off and corrupt == []
 
 

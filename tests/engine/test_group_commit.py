@@ -19,8 +19,11 @@ from storage_node.store import AppendColumns, Store, TopicConfig
 from .conftest import small_config
 
 
-def grouped(store: Store, calls: list) -> list[AppendColumns | BaseException]:
-    """Run ``calls`` (append_columns argument dicts) on threads queued behind the lock."""
+def grouped(
+    store: Store, calls: list, in_order: bool = False
+) -> list[AppendColumns | BaseException]:
+    """Run ``calls`` (append_columns argument dicts) on threads queued behind the lock
+    (``in_order``: each queued before the next starts, so the group keeps their order)."""
     out: list[AppendColumns | BaseException | None] = [None] * len(calls)
 
     def run(i: int) -> None:
@@ -31,12 +34,16 @@ def grouped(store: Store, calls: list) -> list[AppendColumns | BaseException]:
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
     with store._lock:
-        for t in threads:
+        for i, t in enumerate(threads):
             t.start()
+            deadline = time.monotonic() + 10
+            want = i + 1 if in_order else 0
+            while store.group_commit.queued() < want and time.monotonic() < deadline:
+                time.sleep(0.001)
         deadline = time.monotonic() + 10
-        while len(store._pending) < len(calls) and time.monotonic() < deadline:
+        while store.group_commit.queued() < len(calls) and time.monotonic() < deadline:
             time.sleep(0.001)
-        assert len(store._pending) == len(calls), "the producers did not queue up"
+        assert store.group_commit.queued() == len(calls), "the producers did not queue up"
     for t in threads:
         t.join()
     return out  # type: ignore[return-value]
@@ -329,7 +336,7 @@ def test_a_producer_interrupted_in_the_queue_leaves_it(tmp_path) -> None:
 
     def interrupt_when_queued() -> None:
         deadline = time.monotonic() + 10
-        while len(store._pending) < 2 and time.monotonic() < deadline:
+        while store.group_commit.queued() < 2 and time.monotonic() < deadline:
             time.sleep(0.001)
         time.sleep(0.05)  # the producer is asleep in its wait by now
         os.kill(os.getpid(), signal.SIGINT)
@@ -339,7 +346,7 @@ def test_a_producer_interrupted_in_the_queue_leaves_it(tmp_path) -> None:
     try:
         with pytest.raises(KeyboardInterrupt):
             store.append_columns("orders", [b"interrupted"])
-        assert len(store._pending) == 1  # only the leader's own batch waits
+        assert store.group_commit.queued() == 1  # only the leader's own batch waits
     finally:
         timer.join()
         release.set()
@@ -381,7 +388,7 @@ def test_an_interrupt_during_the_leaders_own_fsync(tmp_path, monkeypatch) -> Non
     monkeypatch.setattr(commitlog, "os", InterruptedFsync())
     with pytest.raises(KeyboardInterrupt):
         store.append_columns("orders", [b"interrupted"])
-    assert not store.log._in_flush and not store._leading
+    assert not store.log.in_flush and not store.group_commit.leading
 
     after: list[AppendColumns] = []
     producer = threading.Thread(
@@ -420,3 +427,24 @@ def test_a_closed_store_says_so_before_judging_the_lists(store: Store) -> None:
     store.close()
     with pytest.raises(Unavailable):
         store.append_columns("orders", [b"a", b"b"], keys=["only one"])
+
+
+def test_a_taken_message_id_last_in_a_group_leaves_the_others_batch_alone(
+    store: Store,
+) -> None:
+    """The last batch of a group repeats a stored message ID: it alone is refused (409),
+    and the good batch before it is written with its own values, not the refused ones."""
+    from storage_node.errors import DuplicateMessageId
+
+    taken = "shop-0a010101-431699-7"
+    store.append_columns("orders", [b"first"], msg_ids=[taken])
+    calls = [
+        {"topic": "orders", "values": [b"good"]},
+        {"topic": "orders", "values": [b"refused"], "msg_ids": [taken]},
+    ]
+    good, refused = grouped(store, calls, in_order=True)  # the refused batch comes last
+    assert isinstance(refused, DuplicateMessageId)
+    assert isinstance(good, AppendColumns) and len(good) == 1
+    assert store.get_message(good.msg_ids[0]).value == b"good"
+    assert store.get_message(taken).value == b"first"
+    assert sum(n for _f, n in store.partition_offsets("orders")) == 2

@@ -33,6 +33,12 @@ def test_health_ready_metrics(node):
     assert metrics.status_code == 200
     assert "msgstore_http_requests_total" in metrics.text
     assert "msgstore_store_ready 1.0" in metrics.text
+    # what only grows is a counter (rate() works), levels are gauges
+    assert "# TYPE msgstore_store_appended_messages_total counter" in metrics.text
+    assert "msgstore_store_appended_messages_total " in metrics.text
+    assert "# TYPE msgstore_store_log_fsyncs_total counter" in metrics.text
+    assert "# TYPE msgstore_store_topics gauge" in metrics.text
+    assert "# TYPE msgstore_append_durable_seconds histogram" in metrics.text
 
 
 def test_topic_create_repeat_conflict_and_list(node):
@@ -71,6 +77,48 @@ def test_bad_topic_bodies_are_400_and_create_nothing(node, body):
     assert resp.json()["error"]["message"]
     names = [t["name"] for t in requests.get(node.url("/v1/topics")).json()["topics"]]
     assert "ok" not in names
+
+
+@pytest.mark.parametrize(
+    "path, body, code, names",
+    [
+        ("/v1/topics", {"name": "ok", "partitions": True}, "invalid_argument", "partitions"),
+        ("/v1/topics", {"name": "ok", "partitions": 1, "colour": 1}, "invalid_argument", "colour"),
+        ("/v1/topics", {"name": "../x", "partitions": 1}, "invalid_name", "../x"),
+        ("/v1/topics", [1], "invalid_argument", "JSON object"),
+        (
+            "/v1/topics/named/messages",
+            {"messages": [{"value": "a"}, {"value": "b", "timestamp": "now"}]},
+            "invalid_batch",
+            "messages[1].timestamp",
+        ),
+        (
+            "/v1/topics/named/messages",
+            {"messages": [{"value_base64": "***"}]},
+            "invalid_batch",
+            "messages[0].value_base64",
+        ),
+        (
+            "/v1/consumer-groups/g/offsets",
+            {"topic": "named", "partition": 0, "offset": "1"},
+            "invalid_argument",
+            "offset",
+        ),
+        ("/v1/admin/drain", {"draining": 1}, "invalid_argument", "draining"),
+    ],
+)
+def test_bad_bodies_name_the_field(node, path, body, code, names):
+    """Bodies are checked by the request models: a 400 in the usual error shape whose
+    message names the bad field, and nothing changes."""
+    create(node, "named", 1)
+    before = offsets(node, "named")
+    resp = requests.post(node.url(path), json=body)
+    assert resp.status_code == 400, resp.text
+    error = resp.json()["error"]
+    assert error["code"] == code and names in error["message"], error
+    assert offsets(node, "named") == before
+    assert requests.get(node.url("/readyz")).json()["draining"] is False
+    assert requests.get(node.url("/v1/consumer-groups/g/offsets")).json()["offsets"] == {}
 
 
 def test_not_json_body_is_400(node):

@@ -1,5 +1,5 @@
-"""The JSON body parsed column by column gives exactly what the per-message check gives,
-and refuses exactly what it refuses."""
+"""The JSON body parsed column by column gives exactly what the request model gives, and
+what the column check does not take is refused by the model."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storage_node.errors import InvalidBatch
-from storage_node.server.message_json import parse_batch_json, parse_batch_packed, results_json
+from storage_node.server.api_models import Batch, parse
+from storage_node.server.json_batch import parse_json_batch
+from storage_node.server.message_json import packed_columns, results_json
 from storage_node.store import AppendColumns
 
 text = st.text(max_size=12)
@@ -39,8 +41,8 @@ def as_lists(batch) -> dict:  # noqa: ANN001
 @given(st.lists(message, min_size=1, max_size=20))
 def test_columns_match_the_per_message_parse(messages: list[dict]) -> None:
     body = {"messages": messages}
-    batch, _pid, _seq = parse_batch_packed(body, 1000)
-    items, _p, _s = parse_batch_json(body, 1000)
+    batch, _pid, _seq = parse_json_batch(body, 1000)
+    items = [m.model_dump() | {"value": m.value_bytes()} for m in parse(Batch, body).messages]
     got = as_lists(batch)
     assert got["values"] == [m["value"] for m in items]
     assert got["keys"] == [None if m["key"] is None else m["key"].encode() for m in items]
@@ -48,6 +50,7 @@ def test_columns_match_the_per_message_parse(messages: list[dict]) -> None:
     for name, field in (("timestamps", "timestamp"), ("partitions", "partition")):
         want = [-1 if m[field] is None else m[field] for m in items]
         assert (got[name] or [-1] * len(items)) == want
+    assert as_lists(parse(Batch, body).packed()) == got
 
 
 @pytest.mark.parametrize(
@@ -66,14 +69,17 @@ def test_columns_match_the_per_message_parse(messages: list[dict]) -> None:
     ],
 )
 def test_both_refuse_the_same_bodies(messages: list) -> None:
-    for parse in (parse_batch_json, parse_batch_packed):
-        with pytest.raises(InvalidBatch):
-            parse({"messages": messages}, 1000)
+    assert packed_columns(messages) is None  # the column check leaves them to the model
+    with pytest.raises(InvalidBatch):
+        parse_json_batch({"messages": messages}, 1000)
+    with pytest.raises(InvalidBatch):
+        parse(Batch, {"messages": messages}, InvalidBatch)
 
 
 def test_base64_and_non_ascii_values_take_the_exact_path() -> None:
     body = {"messages": [{"value_base64": "AAEC"}, {"value": "é"}, {"value": "plain"}]}
-    batch, _p, _s = parse_batch_packed(body, 1000)
+    assert packed_columns(body["messages"]) is None
+    batch, _p, _s = parse_json_batch(body, 1000)
     assert batch.values.to_list() == [b"\x00\x01\x02", "é".encode(), b"plain"]
 
 

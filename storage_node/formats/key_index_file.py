@@ -63,6 +63,7 @@ class KeyIndexFile:
         self.name = os.path.basename(path)
         self._fd = fd
         self._mm = mm
+        self._closed = False
         self.slot_count = slots
         self.item_capacity = items
         self.items_base = HEADER.size + 4 * slots
@@ -257,8 +258,9 @@ class KeyIndexFile:
         )
 
     def close(self) -> None:
-        if self._mm is not None:
-            self.slots = self.items = None  # type: ignore[assignment]
+        if not self._closed:
+            self._closed = True
+            del self.slots, self.items  # views of the mapping: dropped so that it can close
             self._fields = []
             try:
                 self._mm.flush()
@@ -266,4 +268,4 @@ class KeyIndexFile:
             except BufferError:
                 pass
             os.close(self._fd)
-            self._mm = None  # type: ignore[assignment]
+            del self._mm

@@ -3,7 +3,8 @@
 ``unsealed`` segments are plain files read with pread; ``compacted`` ones are block files
 read through their block index; ``uploaded`` ones are the same block files read with ranged
 GETs from the object store. All answer ``record_view(rel)``: a buffer holding the whole frame
-of the record at relative position ``rel``, and the offset of the record's row in it.
+of the record at relative position ``rel``, and the offset of the record's row in it; and
+``read_all()``: the segment's raw bytes (decompressed).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from storage_node.backend.files import pread_exact
 from storage_node.backend.objectstore import ObjectStore
 from storage_node.errors import CorruptData
 from storage_node.formats.compressed import CompressedSegmentReader
-from storage_node.formats.record import FRAME_SIZE, ROW
+from storage_node.formats.record import FRAME_SIZE, frame_length, row_frame_start
 from storage_node.store.pinned import pinned_reader
 
 READ_AHEAD = 20 * 1024  # a whole frame of small messages (about 16 KiB) in one read
@@ -50,39 +51,45 @@ class RawSegment:
 
     stored_size = raw_size
 
-    def record_view(self, rel: int) -> tuple[bytes, int]:
-        fd = self.fd()
+    def _frame_start(self, fd: int, rel: int) -> int:
+        """Where the frame of the row at ``rel`` starts (from the row's index)."""
         index = os.pread(fd, 2, rel)
         if len(index) < 2:
             raise CorruptData(f"no record at {rel} of segment {self.start:020d}")
-        start = rel - FRAME_SIZE - ROW * int.from_bytes(index, "little")
+        start = row_frame_start(index, rel)
         if start < 0:
             raise CorruptData(f"record at {rel} of segment {self.start:020d} has a bad row")
-        data = os.pread(fd, READ_AHEAD, start)
+        return start
+
+    @staticmethod
+    def _read_frames(fd: int, start: int, length: int) -> bytes:
+        """``length`` bytes from ``start``, more when the first frame claims more (and the
+        file holds them): the result always holds that whole frame."""
+        data = os.pread(fd, length, start)
         if len(data) >= 4:
-            size = int.from_bytes(data[:4], "little")
+            size = frame_length(data)
             if len(data) < size <= os.fstat(fd).st_size - start:
                 data = pread_exact(fd, size, start)
-        return data, rel - start
+        return data
+
+    def record_view(self, rel: int) -> tuple[bytes, int]:
+        fd = self.fd()
+        start = self._frame_start(fd, rel)
+        return self._read_frames(fd, start, READ_AHEAD), rel - start
 
     def span_view(self, rel: int, want_end: int) -> tuple[bytes, int]:
         """Bytes from the start of the frame holding the row at ``rel`` on, reaching towards
         ``want_end`` (relative; at most SPAN_MAX, at least the whole frame), and that start:
         a columnar scan fetches many consecutive frames with one positional read."""
         fd = self.fd()
-        index = os.pread(fd, 2, rel)
-        if len(index) < 2:
-            raise CorruptData(f"no record at {rel} of segment {self.start:020d}")
-        start = rel - FRAME_SIZE - ROW * int.from_bytes(index, "little")
-        if start < 0:
-            raise CorruptData(f"record at {rel} of segment {self.start:020d} has a bad row")
+        start = self._frame_start(fd, rel)
         length = min(SPAN_MAX, max(READ_AHEAD, want_end + READ_AHEAD - start))
-        data = os.pread(fd, length, start)
-        if len(data) >= 4:
-            size = int.from_bytes(data[:4], "little")
-            if len(data) < size <= os.fstat(fd).st_size - start:
-                data = pread_exact(fd, size, start)
-        return data, start
+        return self._read_frames(fd, start, length), start
+
+    def frames_at(self, rel: int, length: int) -> bytes:
+        """About ``length`` bytes from the frame boundary ``rel`` (at most SPAN_MAX, at least
+        the whole first frame; fewer at the end of the file): frames for log shipping."""
+        return self._read_frames(self.fd(), rel, min(SPAN_MAX, max(FRAME_SIZE, length)))
 
     def read_all(self) -> bytes:
         with open(self.path, "rb") as fh:
@@ -138,6 +145,10 @@ class BlockSegment:
     def record_view(self, rel: int) -> tuple[bytes, int]:
         return self.reader.read_at(rel)
 
+    def read_all(self) -> bytes:
+        """The raw (decompressed) bytes of the whole segment, every block checked."""
+        return self.reader.read_all()
+
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
@@ -157,5 +168,11 @@ class CorruptSegment:
     def record_view(self, rel: int) -> tuple[bytes, int]:
         raise CorruptData(f"segment {self.start:020d} is corrupt: {self.reason}")
 
+    def read_all(self) -> bytes:
+        raise CorruptData(f"segment {self.start:020d} is corrupt: {self.reason}")
+
     def close(self) -> None:
         pass
+
+
+SegmentHandle = RawSegment | BlockSegment | CorruptSegment

@@ -10,11 +10,12 @@ import os
 import shutil
 import threading
 from collections import OrderedDict
+from typing import Literal, overload
 
 import numpy as np
 
 from storage_node.backend.files import ensure_dir
-from storage_node.formats.msgid import MessageId, MsgIdIndexFile, hour_folder
+from storage_node.formats.message_id import MessageId, MsgIdIndexFile, hour_folder
 
 MAX_OPEN = 64
 
@@ -30,6 +31,10 @@ class MsgIdIndexes:
     def _path(self, hour: int, app: str) -> str:
         return os.path.join(self.root, hour_folder(hour), app)
 
+    @overload
+    def _file(self, hour: int, app: str, create: Literal[True]) -> MsgIdIndexFile: ...
+    @overload
+    def _file(self, hour: int, app: str, create: bool) -> MsgIdIndexFile | None: ...
     def _file(self, hour: int, app: str, create: bool) -> MsgIdIndexFile | None:
         key = (hour, app)
         f = self._files.get(key)
@@ -59,13 +64,6 @@ class MsgIdIndexes:
                 first = f.next_seq(ip) if f is not None else 0
             self._next[key] = first + n
             return first
-
-    def note_seq(self, app: str, hour: int, seq: int) -> None:
-        """Keep node-assigned numbers above one seen during replay."""
-        with self._lock:
-            key = (app, hour)
-            if key in self._next and self._next[key] <= seq:
-                self._next[key] = seq + 1
 
     def reserve(self, app: str, hour: int, ip: int, seq: int) -> None:
         """Keep node-assigned numbers of (app, hour) above ``seq`` (a producer-supplied ID

@@ -18,6 +18,7 @@ import threading
 import time
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Literal, overload
 
 import numpy as np
 
@@ -160,6 +161,10 @@ class MsgIdIndexFile:
                 self._segments[int(header[j + 1])] = unit * UNIT_BYTES + (j + 1) * SEGMENT_BYTES
                 self._next_slot = unit * SEGMENT_ENTRIES + j + 2
 
+    @overload
+    def _segment(self, ip: int, base: int, create: Literal[True]) -> int: ...
+    @overload
+    def _segment(self, ip: int, base: int, create: bool) -> int | None: ...
     def _segment(self, ip: int, base: int, create: bool) -> int | None:
         tag = ip << 32 | (base + 1)
         off = self._segments.get(tag)

@@ -21,8 +21,8 @@ import numpy as np
 
 from storage_node.backend.files import ensure_dir, remove_file
 from storage_node.backend.objectstore import ObjectStore
-from storage_node.formats.key_index import KeyIndexFile
 from storage_node.formats.key_index_compacted import CompactedKeyIndex
+from storage_node.formats.key_index_file import KeyIndexFile
 from storage_node.store.pinned import pinned_reader
 
 KeyIndexHandle = KeyIndexFile | CompactedKeyIndex
@@ -108,15 +108,16 @@ class KeyIndexSet:
         done = 0
         n = len(hashes)
         while done < n:
-            if self.active is None or self.active.full:
-                if self.active is not None:
-                    self.active.flush()
-                    sealed.append(self.active.name)
-                self._new_active(store_ms, int(positions[done]))
-            done += self.active.add_batch(hashes[done:], positions[done:], store_ms)
+            active = self.active
+            if active is None or active.full:
+                if active is not None:
+                    active.flush()
+                    sealed.append(active.name)
+                active = self._new_active(store_ms, int(positions[done]))
+            done += active.add_batch(hashes[done:], positions[done:], store_ms)
         return sealed
 
-    def _new_active(self, begin_ms: int, begin_pos: int) -> None:
+    def _new_active(self, begin_ms: int, begin_pos: int) -> KeyIndexFile:
         name = index_file_name(begin_ms, begin_pos)
         path = os.path.join(self.dirs["unsealed"], name)
         with self._lock:
@@ -128,6 +129,7 @@ class KeyIndexSet:
             f = KeyIndexFile.create(path, self.slots, self.items, begin_ms, begin_pos)
         self.install(name, "unsealed", f)
         self.active = f
+        return f
 
     def prepare_spare(self) -> None:
         """Make the next active file now unless one is ready: at open, and in the

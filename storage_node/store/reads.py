@@ -1,0 +1,249 @@
+"""Reads: a partition by offset (records or packed columns), lookups by key and message ID,
+and offset-for-time. Every answer is checked against the log (frame CRC, topic, partition,
+offset) before it is served; the columnar decoding itself is ``store/columnar.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from storage_node.errors import CorruptData, InvalidArgument, NotFound, OffsetOutOfRange
+from storage_node.formats.keyhash import key_hash
+from storage_node.formats.message_id import parse_msg_id
+from storage_node.formats.queue_index import QueueIndex, tag_hash
+from storage_node.formats.record import Record
+from storage_node.store.arguments import check_int
+from storage_node.store.columnar import ReadBatch, concat_batches, decode_rows
+from storage_node.store.commitlog import CommitLog
+from storage_node.store.key_index_set import KeyIndexSet
+from storage_node.store.msg_id_index import MsgIdIndexes
+from storage_node.store.queues import PartitionQueues
+from storage_node.store.topics import TopicRegistry
+from storage_node.store.types import LookupResult, Message, ReadResult, TopicConfig
+
+MAX_READ_MESSAGES = 10_000
+MAX_LOOKUP = 10_000
+TAG_SCAN_LIMIT = 20_000
+TAG_SCAN_STEP = 1_000  # a tag filter looks at offsets in steps of this many
+
+
+def to_message(rec: Record) -> Message:
+    return Message(
+        rec.topic,
+        rec.partition,
+        rec.queue_offset,
+        rec.key,
+        rec.tag,
+        rec.msg_id,
+        rec.born_ms,
+        rec.store_ms,
+        rec.value,
+    )
+
+
+class Reads:
+    """The read side of a store (see ``Store.read`` for the definition of a read)."""
+
+    def __init__(
+        self,
+        log: CommitLog,
+        topics: TopicRegistry,
+        queues: PartitionQueues,
+        keyidx: KeyIndexSet,
+        msgids: MsgIdIndexes,
+        counters: dict,
+        check_open: Callable[[], None],
+    ) -> None:
+        self.log = log
+        self.topics = topics
+        self.queues = queues
+        self.keyidx = keyidx
+        self.msgids = msgids
+        self.counters = counters
+        self.check_open = check_open
+
+    def partition(self, topic: str, partition: object) -> tuple[TopicConfig, QueueIndex]:
+        """The topic's config and the queue of a checked partition number."""
+        cfg = self.topics.get(topic)
+        p = check_int("partition", partition, 0, cfg.partitions - 1)
+        return cfg, self.queues.get(topic, p)
+
+    def read_args(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_messages: int,
+        max_bytes: int,
+        tag: str | None,
+    ) -> tuple[QueueIndex, int, int, int, int]:
+        """Checked read arguments: (queue, offset, max_messages, max_bytes, next offset)."""
+        self.check_open()
+        _cfg, q = self.partition(topic, partition)
+        max_messages = check_int("max_messages", max_messages, 1, MAX_READ_MESSAGES)
+        max_bytes = check_int("max_bytes", max_bytes, 1, 1 << 31)
+        if tag is not None and not isinstance(tag, str):
+            raise InvalidArgument("tag must be a string")
+        first, nxt = q.first_offset, q.next_offset
+        if isinstance(offset, bool) or not isinstance(offset, int | np.integer):
+            raise InvalidArgument(f"offset must be an integer, not {offset!r}")
+        offset = int(offset)
+        if offset < first or offset > nxt:
+            raise OffsetOutOfRange(
+                f"offset {offset} outside [{first}, {nxt}] of {topic}/{partition}",
+                first_offset=first,
+                next_offset=nxt,
+            )
+        return q, offset, max_messages, max_bytes, nxt
+
+    def read(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_messages: int = 100,
+        max_bytes: int = 1 << 20,
+        tag: str | None = None,
+    ) -> ReadResult:
+        batch = self.read_columns(topic, partition, offset, max_messages, max_bytes, tag)
+        return ReadResult(batch.messages(), batch.next_offset)
+
+    def read_columns(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_messages: int = 100,
+        max_bytes: int = 1 << 20,
+        tag: str | None = None,
+    ) -> ReadBatch:
+        """``read`` as packed columns (see storage_node/store/columnar.py): the queue-index
+        entries of the range as one array, each frame fetched and CRC-checked once, rows
+        and fields gathered with numpy. No Python object per message."""
+        q, offset, max_messages, max_bytes, nxt = self.read_args(
+            topic, partition, offset, max_messages, max_bytes, tag
+        )
+        self.counters["reads"] += 1
+        if offset >= nxt:
+            return ReadBatch.empty(topic, partition, offset)
+        if tag is None:
+            count = max_messages
+        else:
+            steps = min(TAG_SCAN_LIMIT // TAG_SCAN_STEP, -(-(nxt - offset) // TAG_SCAN_STEP))
+            count = steps * TAG_SCAN_STEP
+        entries = q.read(offset, count)
+        scan_end = offset + len(entries)
+        offs = np.arange(offset, scan_end, dtype=np.int64)
+        pos = entries["pos"].astype(np.int64)
+        sizes = entries["size"].astype(np.int64)
+        want: bytes | None = None
+        if tag is not None:
+            want = tag.encode()
+            sel = np.flatnonzero(entries["tag"] == np.uint64(tag_hash(want)))
+            offs, pos, sizes = offs[sel], pos[sel], sizes[sel]
+        parts: list[ReadBatch] = []
+        taken = 0
+        value_bytes = 0
+        ratio = 1.0  # value bytes per entry byte (at most 1): how far one step reaches
+        i, n = 0, len(pos)
+        while i < n:
+            need = max_messages - taken
+            # a step: the rows whose values surely (then, by the estimate, likely) fit
+            reach = np.cumsum(sizes[i : i + need]) * ratio
+            j = i + min(
+                len(reach), int(np.searchsorted(reach, (max_bytes - value_bytes) * 1.1)) + 1
+            )
+            got = decode_rows(self.log, topic, partition, offs[i:j], pos[i:j], sizes[i:j], want)
+            batch = got.batch
+            lens = batch.values.lens
+            fit = int(np.searchsorted(np.cumsum(lens) + value_bytes, max_bytes, side="right"))
+            if taken == 0 and fit == 0 and len(lens):
+                fit = 1  # at least one message
+            k = min(fit, need)
+            if k:
+                part = batch.head(k)
+                parts.append(part)
+                taken += k
+                value_bytes += part.value_bytes
+            if fit < need and fit < len(lens):  # the next value would pass max_bytes
+                return concat_batches(parts, int(batch.offsets[fit]))
+            if taken >= max_messages:
+                return concat_batches(parts, int(parts[-1].offsets[-1]) + 1)
+            if got.error is not None:
+                raise got.error
+            if got.ok:
+                ratio = max(
+                    0.01, min(1.0, batch.value_bytes / max(1, int(got.scanned_sizes.sum())))
+                )
+            i = j
+        if not parts:
+            return ReadBatch.empty(topic, partition, scan_end)
+        return concat_batches(parts, scan_end)
+
+    def _read_entry(self, pos: int, size: int, topic: str, partition: int, offset: int) -> Record:
+        if size == 0:
+            raise CorruptData(
+                f"{topic}/{partition} offset {offset} was lost to corruption", offset=offset
+            )
+        rec = self.log.read(pos)
+        if rec.topic != topic or rec.partition != partition or rec.queue_offset != offset:
+            raise CorruptData(
+                f"queue index of {topic}/{partition} disagrees with the log at offset {offset}"
+            )
+        return rec
+
+    def lookup_key(
+        self, topic: str, key: str, begin_ms: int = 0, end_ms: int = 2**63 - 1, max_count: int = 32
+    ) -> LookupResult:
+        """Messages of ``topic`` with exactly ``key`` stored in [begin_ms, end_ms], newest first."""
+        self.check_open()
+        self.topics.get(topic)
+        if not isinstance(key, str):
+            raise InvalidArgument("key must be a string")
+        begin_ms = check_int("begin_ms", begin_ms, 0, 2**63 - 1)
+        end_ms = check_int("end_ms", end_ms, 0, 2**63 - 1)
+        max_count = check_int("max_count", max_count, 1, MAX_LOOKUP)
+        self.counters["key_lookups"] += 1
+        out: list[Message] = []
+        if begin_ms > end_ms:
+            return LookupResult(out, False)
+        start, end = self.log.start_pos, self.log.end
+        for pos in self.keyidx.lookup(key_hash(key), begin_ms, end_ms):
+            if pos < start or pos >= end:
+                continue
+            rec = self.log.read(pos)
+            if rec.key == key and rec.topic == topic and begin_ms <= rec.store_ms <= end_ms:
+                out.append(to_message(rec))
+                if len(out) >= max_count:
+                    return LookupResult(out, True)
+        return LookupResult(out, False)
+
+    def get_message(self, msg_id: str) -> Message:
+        self.check_open()
+        mid = parse_msg_id(msg_id)
+        self.counters["msgid_lookups"] += 1
+        pos = self.msgids.get(mid)
+        if pos is None or not self.log.start_pos <= pos < self.log.end:
+            raise NotFound(f"no message with ID {msg_id!r}", msg_id=msg_id)
+        rec = self.log.read(pos)
+        if rec.msg_id != msg_id:
+            raise NotFound(f"no message with ID {msg_id!r}", msg_id=msg_id)
+        return to_message(rec)
+
+    def offset_for_timestamp(self, topic: str, partition: int, ts_ms: int) -> int:
+        """First offset whose store timestamp is >= ts_ms (next_offset if none): binary search."""
+        self.check_open()
+        _cfg, q = self.partition(topic, partition)
+        ts_ms = check_int("timestamp", ts_ms, -(2**63), 2**63 - 1)
+        lo, hi = q.first_offset, q.next_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            ((pos, size, _tag),) = q.entries(mid, 1)
+            rec = self._read_entry(pos, size, topic, partition, mid)
+            if rec.store_ms >= ts_ms:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo

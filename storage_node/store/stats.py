@@ -1,0 +1,56 @@
+"""A store's counters and the stats document built from them and its parts."""
+
+from __future__ import annotations
+
+from storage_node.store.commitlog import CommitLog
+from storage_node.store.types import FileInfo
+
+COUNTERS = (
+    "appended_messages",
+    "appended_bytes",
+    "append_batches",
+    "duplicate_batches",
+    "reads",
+    "key_lookups",
+    "msgid_lookups",
+    "checkpoints",
+    "compacted_segments",
+    "compacted_key_indexes",
+    "uploaded_files",
+    "expired_files",
+)
+STATES = ("unsealed", "sealed", "compacted", "uploaded")
+
+
+def new_counters() -> dict:
+    """The counters every store starts with (others, such as error counts, appear when
+    first counted)."""
+    return dict.fromkeys(COUNTERS, 0)
+
+
+def describe(
+    counters: dict,
+    log: CommitLog,
+    files: list[FileInfo],
+    topics: int,
+    ready: bool,
+    recovery: dict,
+) -> dict:
+    """The stats document: counters, log positions and statistics, files by kind and
+    state, stored and uploaded bytes, readiness and the recovery report."""
+    out: dict = dict(counters)
+    out.update({f"log_{k}": v for k, v in log.stats.items()})
+    out["log_start"] = log.start_pos
+    out["log_end"] = log.end
+    out["log_durable_end"] = log.durable_end
+    out["topics"] = topics
+    for state in STATES:
+        out[f"segments_{state}"] = sum(1 for f in files if f.kind == "segment" and f.state == state)
+        out[f"key_indexes_{state}"] = sum(
+            1 for f in files if f.kind == "key_index" and f.state == state
+        )
+    out["stored_bytes"] = sum(f.stored_size for f in files if f.state != "uploaded")
+    out["uploaded_bytes"] = sum(f.stored_size for f in files if f.state == "uploaded")
+    out["ready"] = ready
+    out["recovery"] = recovery
+    return out
