@@ -125,6 +125,7 @@ def test_partitioned_leader(cluster: NetnsCluster) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # 100 rounds of fault, failover and catch-up
 def test_random_faults(cluster: NetnsCluster) -> None:
     rounds = int(os.environ.get("MSGSTORE_FAULT_ROUNDS", "100"))
     rng = random.Random(int(os.environ.get("MSGSTORE_FAULT_SEED", "17")))
