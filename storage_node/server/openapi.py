@@ -404,7 +404,7 @@ ROUTES: tuple[Route, ...] = (
         "/v1/replication/logs/{log}/fetch",
         "log bytes from a position (whole checked batches), long-polled; acknowledges it",
         {"200": Reply("log bytes", other=("application/x-msgstore-log",))},
-        ("400", "409", "421", "503", "401"),
+        ("400", "404", "409", "421", "503", "401"),
         params=(_name("log", "path", "replicated log id"),),
     ),
     Route(
@@ -412,7 +412,7 @@ ROUTES: tuple[Route, ...] = (
         "/v1/replication/logs/{log}/epoch-end",
         "where a leader epoch ended in this leader's log (KIP-101)",
         {"200": Reply("end position", schema=ANY_OBJECT)},
-        ("400", "409", "421", "503", "401"),
+        ("400", "404", "409", "421", "503", "401"),
         params=(_name("log", "path", "replicated log id"),),
     ),
     Route(
@@ -420,7 +420,7 @@ ROUTES: tuple[Route, ...] = (
         "/v1/replication/logs/{log}/fence",
         "(controller) stop following leaders older than an epoch; this copy's durable end",
         {"200": Reply("durable end", schema=ANY_OBJECT)},
-        ("400", "409", "503", *WRITE_AUTH),
+        ("400", "404", "409", "503", *WRITE_AUTH),
         params=(_name("log", "path", "replicated log id"),),
     ),
     Route(

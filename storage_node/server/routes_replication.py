@@ -13,7 +13,7 @@ import time
 
 from aiohttp import web
 
-from storage_node.errors import Fenced, InvalidArgument, OffsetOutOfRange, Unavailable
+from storage_node.errors import Fenced, InvalidArgument, NotFound, OffsetOutOfRange
 from storage_node.replication import shipping
 from storage_node.replication.epochs import check_epoch
 from storage_node.replication.replicas import LogHost, topic_configs
@@ -27,7 +27,7 @@ MAX_WAIT_MS = 10_000
 def _host(request: web.Request) -> LogHost:
     host = runtime_of(request).replicas
     if host is None:
-        raise Unavailable("this node does not replicate logs", retry_after_s=1)
+        raise NotFound("this node does not replicate logs (no 'logs' in its routing table)")
     return host
 
 
@@ -118,7 +118,10 @@ async def fence(request: web.Request) -> web.Response:
 
 
 async def status(request: web.Request) -> web.Response:
-    return web.json_response(_host(request).status())
+    rt = runtime_of(request)
+    if rt.replicas is None:  # not replicated: nothing to report, which is no error
+        return web.json_response({"node": rt.settings.node_id, "logs": {}, "under_replicated": []})
+    return web.json_response(rt.replicas.status())
 
 
 def register(app: web.Application) -> None:
