@@ -60,7 +60,7 @@ class Controller:
                 timeout=min(1.0, self.timeout_s / 2),
                 verify=self.verify,
             )
-            return resp.json() if resp.status_code == 200 else None  # type: ignore[no-any-return]
+            return resp.json() if resp.status_code == 200 else None
         except (requests.RequestException, ValueError):
             return None
 

@@ -44,7 +44,7 @@ async def fetch(request: web.Request) -> web.Response:
     log_id = _log_id(request)
     position = query_int(request, "position", None, 0, 2**63 - 1)
     epoch = query_int(request, "epoch", None, 0, 2**62)
-    wait_ms = query_int(request, "wait_ms", 0, 0, MAX_WAIT_MS)
+    wait_ms = query_int(request, "wait_ms", 0, 0, MAX_WAIT_MS) or 0
     topics = query_int(request, "topics", 0, 0, 2**31)
     follower = request.query.get("follower", "")
     if position is None or epoch is None or not follower:

@@ -328,7 +328,7 @@ def _parse_logs(doc: dict[str, Any], ids: list[str]) -> tuple[int, int, dict[str
             and leader in replicas,
             f"log {log_id!r}: 'replicas' must list distinct nodes, the leader among them",
         )
-        logs[log_id] = LogRoute(log_id, leader, epoch, tuple(replicas))  # type: ignore[arg-type]
+        logs[log_id] = LogRoute(log_id, leader, epoch, tuple(replicas))
     return factor, min_in_sync, logs
 
 
