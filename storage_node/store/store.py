@@ -504,12 +504,14 @@ class Store:
         self.log.wait_durable(pos + len(data))
 
     def set_node_ip(self, ip: str) -> None:
-        """Message IDs handed out from now on carry ``ip``: a replicated log keeps its IP
-        when another node leads it."""
+        """(A replicated log taking writes here.) Message IDs handed out from now on carry
+        ``ip`` (a log keeps its IP whichever node leads it) and continue after every ID
+        its copy indexed while another node led it."""
         with self._lock:
             self.node_ip = ip_to_int(ip)
             self.appender.node_ip = self.node_ip
             self.appender.node_iphex = f"{self.node_ip:08x}"
+            self.msgids.forget_assigned()
 
     # ---- reads ----------------------------------------------------------------------
     def read(

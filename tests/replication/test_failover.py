@@ -153,6 +153,11 @@ def test_random_faults(cluster: NetnsCluster) -> None:
             time.sleep(0.5)
             cluster.restart(victim, wipe=kind == "wipe_node")
         cluster.wait_in_sync(120)
+        if (_round + 1) % 10 == 0:  # acknowledged so far: none lost, none twice
+            with producers.model.lock:
+                snapshot = Model(dict(producers.model.acked))
+            check_model(cluster.routing_file, snapshot, samples=20)
+            print(f"round {_round + 1}: {len(snapshot.acked)} acknowledged, model holds")
     producers.finish()
     counts = check_model(cluster.routing_file, model)
     _report("random_faults", {**counts, "rounds": rounds, "faults": kinds})
