@@ -32,7 +32,7 @@ class NodeRuntime:
 
     def __init__(self, settings: NodeSettings, store: Any = None) -> None:
         self.settings = settings
-        self.store = store
+        self._store = store
         self.draining = False
         self.startup_error: str | None = None
         self.executor = ThreadPoolExecutor(
@@ -47,6 +47,18 @@ class NodeRuntime:
         self.peer_session: aiohttp.ClientSession | None = None
         self._appended: dict[tuple[str, int], asyncio.Event] = {}
         self.replicas: LogHost | None = None  # replicated logs (routing table with "logs")
+
+    @property
+    def store(self) -> Any:
+        """The node's store; with replicated logs, the store of its own log (opened again
+        after a truncation, so always asked for anew)."""
+        if self.replicas is not None:
+            return self.replicas.home_store()
+        return self._store
+
+    @store.setter
+    def store(self, value: Any) -> None:
+        self._store = value
 
     # -- long polls -------------------------------------------------------------------
     def append_event(self, topic: str, partition: int) -> asyncio.Event:
