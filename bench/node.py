@@ -11,11 +11,23 @@ Prints JSON lines:
   http_scan_pages      msgs_per_s reading whole partitions in 10,000-message pages, JSON vs
                        binary read framing (ratio_binary_vs_json), and Store.read scanning
                        the same way in-process (ratio_binary_vs_inprocess)
+  client_produce       --produce-messages (default 2,000,000) {"key", "value"} dicts through
+                       Client.produce in calls of 100,000, against pre-encoded binary
+                       batches of the same messages (--connections producers) into another
+                       fresh node in the same run: ratio_vs_binary_ingest
+  http_lookup_key      p50_us / p99_us of Client.lookup_key, with a bare /healthz through the
+                       same client transport in turns (healthz_p50_us / healthz_p99_us)
+  tail_latency         a consumer following the topic (Client.consumer, long polls) while a
+                       producer sends a message every 2 ms: produce answer -> consumer has
+                       it, p50_ms / p99_ms
   http_scan            one consumer reading --scan-messages (default 2,000,000) 100-byte
                        messages back through Client.read_columns (pages of 10,000): msgs_per_s
                        and server_cpu_s_per_million, with the http_ingest of the same messages
                        into the same node just before (binary batches, --connections
-                       producers, its own server CPU) and ratio_scan_vs_ingest
+                       producers, its own server CPU) and ratio_scan_vs_ingest; then
+                       the same scan through Client.consumer (multi-partition fetches, the
+                       next page prefetched): consumer_msgs_per_s, ratio_consumer_vs_ingest
+
   append_replicated    msgs_per_s of binary batches (--connections producers) into the
                        partitions of one node's log on a 3-node ``msgstore local`` cluster
                        with replication factor 3 (sync, min in sync 2), against the same on a
@@ -24,7 +36,7 @@ Prints JSON lines:
                        acknowledged by its new leader (controller timeout 3 s included)
 
 Usage: python bench/node.py [--quick] [--messages N] [--batch B] [--scan-messages N]
-       [--only-scan] [--only-replicated]
+       [--only-scan] [--only-client] [--produce-messages N] [--only-replicated]
 """
 
 from __future__ import annotations
@@ -273,10 +285,11 @@ def bench_http_scan(workdir: Path, messages: int, batch: int, connections: int) 
         ingest_cpu = server_cpu_s(node) - cpu
         del data
         count, rate, scan_cpu = client_scan(node)
+        ccount, crate, ccpu = consumer_scan(node)
     finally:
         node.stop()
-    if count != messages:
-        raise RuntimeError(f"the scan read {count} messages, {messages} were written")
+    if count != messages or ccount != messages:
+        raise RuntimeError(f"the scans read {count}, {ccount} messages, {messages} were written")
     print(
         json.dumps(
             {
@@ -286,11 +299,164 @@ def bench_http_scan(workdir: Path, messages: int, batch: int, connections: int) 
                 "http_ingest_msgs_per_s": round(ingest),
                 "http_ingest_server_cpu_s_per_million": round(ingest_cpu / messages * 1e6, 3),
                 "ratio_scan_vs_ingest": round(rate / ingest, 3),
+                "consumer_msgs_per_s": round(crate),
+                "consumer_server_cpu_s_per_million": round(ccpu / messages * 1e6, 3),
+                "ratio_consumer_vs_ingest": round(crate / ingest, 3),
                 "messages": messages,
                 "page": 10_000,
                 "batch": batch,
                 "connections": connections,
                 "value_bytes": VALUE_BYTES,
+            }
+        ),
+        flush=True,
+    )
+
+
+def consumer_scan(node: Node) -> tuple[int, float, float]:
+    """The same scan through ``Client.consumer``: multi-partition fetches of 10,000-message
+    pages, the next fetched while this one is decoded (values split as a caller would)."""
+    client = Client(node.address)
+    count = 0
+    cpu = server_cpu_s(node)
+    started = time.perf_counter()
+    with client.consumer("bench", page=10_000) as consumer:
+        for cols in consumer:
+            count += len(cols)
+    elapsed = time.perf_counter() - started
+    client.close()
+    return count, count / elapsed, server_cpu_s(node) - cpu
+
+
+def client_produce(workdir: Path, messages: int, connections: int, call: int) -> None:
+    """``client_produce``: ``messages`` dicts ({"key", "value"}) through ``Client.produce``
+    in calls of ``call`` messages, against pre-encoded binary batches of the same messages
+    sent over ``connections`` connections into another fresh node, in the same run."""
+    vals, ks = fast_values(messages, 7), keys(messages)
+    rates = {}
+    for kind in ("binary_ingest", "client_produce"):
+        node = Node(workdir)
+        try:
+            if kind == "binary_ingest":
+                rates[kind] = http_ingest(node, messages, 5000, True, connections, (vals, ks))
+                continue
+            dicts = [{"key": k, "value": v} for k, v in zip(ks, vals, strict=True)]
+            client = Client(node.address)
+            started = time.perf_counter()
+            done = 0
+            for i in range(0, messages, call):
+                done += len(client.produce("bench", dicts[i : i + call]))
+            rates[kind] = done / (time.perf_counter() - started)
+            client.close()
+        finally:
+            node.stop()
+    print(
+        json.dumps(
+            {
+                "bench": "client_produce",
+                "msgs_per_s": round(rates["client_produce"]),
+                "binary_ingest_msgs_per_s": round(rates["binary_ingest"]),
+                "ratio_vs_binary_ingest": round(
+                    rates["client_produce"] / rates["binary_ingest"], 3
+                ),
+                "messages": messages,
+                "call_messages": call,
+                "value_bytes": VALUE_BYTES,
+            }
+        ),
+        flush=True,
+    )
+
+
+def http_lookup_key(workdir: Path, lookups: int) -> None:
+    """``http_lookup_key``: p50/p99 of ``Client.lookup_key`` (JSON answer) and of a bare
+    ``/healthz`` through the same client transport, in turns, on one node."""
+    node = Node(workdir)
+    try:
+        client = Client(node.address)
+        client.produce(
+            "bench", [{"key": f"k{i}", "value": b"v" * VALUE_BYTES} for i in range(10_000)]
+        )
+        rng = random.Random(5)
+        lookup, health = [], []
+        for i in range(lookups):
+            key = f"k{rng.randrange(10_000)}"
+            started = time.perf_counter()
+            found = client.lookup_key("bench", key)
+            lookup.append(time.perf_counter() - started)
+            if len(found["messages"]) != 1:
+                raise RuntimeError(f"lookup of {key} found {len(found['messages'])} messages")
+            if i % 2 == 0:
+                started = time.perf_counter()
+                client.request("GET", node.address, "/healthz")
+                health.append(time.perf_counter() - started)
+        client.close()
+    finally:
+        node.stop()
+    lookup.sort()
+    health.sort()
+    print(
+        json.dumps(
+            {
+                "bench": "http_lookup_key",
+                "p50_us": round(lookup[len(lookup) // 2] * 1e6),
+                "p99_us": round(lookup[int(len(lookup) * 0.99)] * 1e6),
+                "healthz_p50_us": round(health[len(health) // 2] * 1e6),
+                "healthz_p99_us": round(health[int(len(health) * 0.99)] * 1e6),
+                "lookups": lookups,
+            }
+        ),
+        flush=True,
+    )
+
+
+def tail_latency(workdir: Path, messages: int) -> None:
+    """``tail_latency``: a tailing consumer (``Client.consumer(follow=True)``, long polls)
+    while a producer sends one message every 2 ms; per message, the time from its produce
+    answer (acknowledged) to the consumer holding it (received): p50 / p99."""
+    import threading
+
+    node = Node(workdir)
+    try:
+        producer, reader = Client(node.address), Client(node.address)
+        acked: dict[str, float] = {}
+        received: dict[str, float] = {}
+        start = {
+            p["partition"]: p["next_offset"]
+            for p in producer.describe_topic("bench")["partition_offsets"]
+        }
+        consumer = reader.consumer("bench", offsets=start, page=1000, follow=True, wait_ms=1000)
+
+        def consume() -> None:
+            for cols in consumer:
+                now = time.perf_counter()
+                for key in cols.key_text():
+                    received.setdefault(str(key), now)
+                if len(received) >= messages:
+                    return
+
+        thread = threading.Thread(target=consume, daemon=True)
+        thread.start()
+        time.sleep(0.5)
+        for i in range(messages):
+            producer.produce("bench", [{"key": f"t{i}", "value": b"x"}])
+            acked[f"t{i}"] = time.perf_counter()
+            time.sleep(0.002)
+        thread.join(30)
+        consumer.close()
+        producer.close()
+    finally:
+        node.stop()
+    lat = sorted(max(0.0, received[k] - acked[k]) for k in acked if k in received)
+    print(
+        json.dumps(
+            {
+                "bench": "tail_latency",
+                "p50_ms": round(lat[len(lat) // 2] * 1e3, 2),
+                "p99_ms": round(lat[int(len(lat) * 0.99)] * 1e3, 2),
+                "received": len(lat),
+                "messages": messages,
+                "wait_ms": 1000,
             }
         ),
         flush=True,
@@ -434,6 +600,12 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=2, help="concurrent producers")
     parser.add_argument("--scan-messages", type=int, default=None, help="http_scan size")
     parser.add_argument("--only-scan", action="store_true", help="run http_scan only")
+    parser.add_argument(
+        "--only-client",
+        action="store_true",
+        help="run client_produce, http_lookup_key and tail_latency only",
+    )
+    parser.add_argument("--produce-messages", type=int, default=None, help="client_produce size")
     parser.add_argument("--only-replicated", action="store_true", help="run append_replicated only")
     args = parser.parse_args()
     if args.only_replicated:
@@ -450,6 +622,14 @@ def main() -> None:
             shutil.rmtree(workdir, ignore_errors=True)
         return
     scan_messages = args.scan_messages or (200_000 if args.quick else 2_000_000)
+    produce_messages = args.produce_messages or (200_000 if args.quick else 2_000_000)
+    if args.only_client:
+        workdir = Path(tempfile.mkdtemp(prefix="msgstore-bench-node-"))
+        try:
+            client_benches(workdir, args.quick, produce_messages, args.connections)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        return
     if args.only_scan:
         workdir = Path(tempfile.mkdtemp(prefix="msgstore-bench-node-"))
         try:
@@ -544,9 +724,16 @@ def main() -> None:
             flush=True,
         )
         bench_http_scan(workdir, scan_messages, args.batch, args.connections)
+        client_benches(workdir, args.quick, produce_messages, args.connections)
         bench_replicated(workdir, messages, args.batch, args.connections, repeats)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def client_benches(workdir: Path, quick: bool, produce_messages: int, connections: int) -> None:
+    client_produce(workdir, produce_messages, connections, 100_000)
+    http_lookup_key(workdir, 1000 if quick else 5000)
+    tail_latency(workdir, 200 if quick else 1000)
 
 
 if __name__ == "__main__":

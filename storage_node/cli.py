@@ -267,7 +267,7 @@ def cmd_topic_describe(args: argparse.Namespace) -> int:
 
 
 def register_topic(sub: Any, parent: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("topic", help="create, list and describe topics")
+    p = sub.add_parser("topic", help="create, list, describe, delete and alter topics")
     tsub = p.add_subparsers(dest="topic_command", required=True)
     create = tsub.add_parser("create", parents=[parent], help="create a topic")
     create.add_argument("name", help="topic name: 1-200 of A-Z a-z 0-9 . _ -")
@@ -282,6 +282,9 @@ def register_topic(sub: Any, parent: argparse.ArgumentParser) -> None:
     desc = tsub.add_parser("describe", parents=[parent], help="partitions, owners, offsets")
     desc.add_argument("name", help="topic name")
     desc.set_defaults(func=cmd_topic_describe)
+    from storage_node.cli_admin import register_topic_admin
+
+    register_topic_admin(tsub, parent)
 
 
 def cmd_get(args: argparse.Namespace) -> int:

@@ -1,4 +1,5 @@
-"""``msgstore group ...``: list consumer groups, show their lag, move their positions."""
+"""``msgstore group ...`` (list consumer groups, show their lag, move their positions) and
+``msgstore topic delete|alter`` (delete a topic, add partitions to one)."""
 
 from __future__ import annotations
 
@@ -176,3 +177,64 @@ def register_group(sub: Any, parent: argparse.ArgumentParser) -> None:
     reset.add_argument("--to-offset", type=int, metavar="N", help="to offset N (one --partition)")
     reset.add_argument("--dry-run", action="store_true", help="print the plan, commit nothing")
     reset.set_defaults(func=cmd_group_reset)
+
+
+def _note_pending(doc: dict[str, Any], what: str) -> None:
+    for node, why in sorted((doc.get("pending_nodes") or {}).items()):
+        print(
+            f"note: {node} did not answer ({why}); it {what} when it next reads the routing table",
+            file=sys.stderr,
+        )
+
+
+def cmd_topic_delete(args: argparse.Namespace) -> int:
+    from storage_node.cli import _client, _print_json
+
+    with _client(args) as client:
+        doc = client.delete_topic(args.name)
+    _print_json(doc)
+    _note_pending(doc, "deletes its copy")
+    return 0
+
+
+def cmd_topic_alter(args: argparse.Namespace) -> int:
+    from storage_node.cli import _client, _print_json
+
+    with _client(args) as client:
+        doc = client.add_partitions(args.name, args.partitions)
+    _print_json(doc)
+    if doc["previous_partitions"] == doc["partitions"]:
+        print(f"note: {args.name!r} already has {doc['partitions']} partitions", file=sys.stderr)
+    _note_pending(doc, "adds the partitions")
+    for node, why in sorted((doc.get("skipped_nodes") or {}).items()):
+        print(f"note: no new partition placed on {node}: it is not ready ({why})", file=sys.stderr)
+    return 0
+
+
+def register_topic_admin(tsub: Any, parent: argparse.ArgumentParser) -> None:
+    """``topic delete`` and ``topic alter`` (kafka-topics --delete / --alter)."""
+    delete = tsub.add_parser(
+        "delete",
+        parents=[parent],
+        help="delete a topic and its messages",
+        description="Delete a topic on every node: it leaves the listings, its messages are "
+        "no longer found by offset, key, message ID or time, and consumer groups' offsets for "
+        "it are dropped. A topic created again under the name starts empty at offset 0. The "
+        "disk space is reclaimed when retention or compaction removes the old segments.",
+    )
+    delete.add_argument("name", help="topic name")
+    delete.set_defaults(func=cmd_topic_delete)
+    alter = tsub.add_parser(
+        "alter",
+        parents=[parent],
+        help="add partitions to a topic",
+        description="Raise a topic's partition count (it never goes down). New partitions "
+        "start at offset 0; existing messages stay where they are. Keyed messages produced "
+        "afterwards go to key_hash(key) % the new count, so a key's new messages may land in "
+        "another partition than its old ones (as in Kafka); lookups by key still find both.",
+    )
+    alter.add_argument("name", help="topic name")
+    alter.add_argument(
+        "--partitions", type=int, required=True, help="the new partition count (total)"
+    )
+    alter.set_defaults(func=cmd_topic_alter)

@@ -23,11 +23,13 @@ import sys
 import threading
 import time
 from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from storage_node.errors import InvalidArgument, MsgStoreError, Unavailable
+from storage_node.server.batch_codec import ReadColumns
 
 PAGE = 1000
 LONG_POLL_MS = 10_000
@@ -160,6 +162,19 @@ class Output:
 
 
 # -- reading --------------------------------------------------------------------------------
+def json_rows(topic: str, cols: ReadColumns) -> list[dict[str, Any]]:
+    """A binary page as messages in the JSON API's shape (``value`` when UTF-8, else
+    ``value_base64``), the form the output formats print."""
+    rows = cols.to_rows(topic)
+    for row in rows:
+        raw = row.pop("value")
+        try:
+            row["value"] = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            row["value_base64"] = base64.b64encode(raw).decode("ascii")
+    return rows
+
+
 @dataclass
 class Part:
     partition: int
@@ -168,6 +183,7 @@ class Part:
     buf: deque[dict[str, Any]] = field(default_factory=deque)
     done: bool = False
     error: str | None = None
+    ahead: Future[ReadColumns] | None = None  # the next page, already requested
 
 
 class Consumer:
@@ -181,6 +197,7 @@ class Consumer:
         self.committed: dict[int, int] = {}
         self.skip = 0
         self.last_commit = time.monotonic()
+        self.pool: ThreadPoolExecutor | None = None
 
     # positions
     def plan(self) -> list[Part]:
@@ -236,29 +253,44 @@ class Consumer:
             self.skip = max(0, total_last - args.last)
         return parts
 
+    def _read(self, part: Part, wait_ms: int | None) -> ReadColumns:
+        return self.client.read_columns(
+            self.args.topic,
+            part.partition,
+            part.offset,
+            max_messages=PAGE,
+            tag=self.args.tag,
+            start_time=part.start_time if part.offset is None else None,
+            end_time=self.until,
+            wait_ms=wait_ms,
+        )
+
     def fetch(self, part: Part, wait_ms: int | None = None) -> None:
-        """One page into the partition's buffer; marks it done at its end (or --until)."""
+        """One page into the partition's buffer; marks it done at its end (or --until).
+
+        Pages come in the binary read framing; while this one is printed the next is
+        already being read (``part.ahead``), as plain messages only at the output."""
         try:
-            doc = self.client.read(
-                self.args.topic,
-                part.partition,
-                part.offset,
-                max_messages=PAGE,
-                tag=self.args.tag,
-                start_time=part.start_time if part.offset is None else None,
-                end_time=self.until,
-                wait_ms=wait_ms,
-            )
+            ahead, part.ahead = part.ahead, None
+            cols = ahead.result() if ahead is not None else self._read(part, wait_ms)
         except Unavailable as err:
             part.done = True
             self.unreachable[part.partition] = err.message
             return
-        part.buf.extend(doc["messages"])
-        part.offset = doc["next_offset"]
-        if doc.get("end_reached"):
+        part.buf.extend(json_rows(self.args.topic, cols))
+        if cols.next_offset is not None:
+            part.offset = cols.next_offset
+        if cols.end_reached:
             part.done = True
-        elif not doc["messages"] and not self.args.follow:
+        elif not len(cols) and not self.args.follow:
             part.done = True
+        elif len(cols) and wait_ms is None:
+            part.ahead = self._reader().submit(self._read, part, None)
+
+    def _reader(self) -> ThreadPoolExecutor:
+        if self.pool is None:
+            self.pool = ThreadPoolExecutor(2, "msgstore-consume")
+        return self.pool
 
     # printing and committing
     def emit(self, m: dict[str, Any]) -> bool:
@@ -410,6 +442,8 @@ def cmd_consume(args: argparse.Namespace) -> int:
             _quiet_stdout()  # the reader went away: what it got is committed below
         finally:
             consumer.commit()
+            if consumer.pool is not None:
+                consumer.pool.shutdown(wait=False, cancel_futures=True)
         if consumer.unreachable:
             names = ", ".join(f"{p} ({why})" for p, why in sorted(consumer.unreachable.items()))
             print(

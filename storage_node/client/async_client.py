@@ -1,40 +1,22 @@
-"""asyncio client (aiohttp): the same routing, batching and retry rules as the sync Client."""
+"""asyncio client: runs the same operations as ``Client`` (client/core.py) over aiohttp."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from typing import Any
-from urllib.parse import quote
+from typing import Any, cast
 
 import aiohttp
 
-from storage_node.client.common import (
-    COLUMNS_ACCEPT,
-    OutMessage,
-    RoutingCache,
-    SequenceSource,
-    SubBatch,
-    TlsError,
-    auth_headers,
-    check_scheme,
-    columns_from_answer,
-    encode_sub_batch,
-    error_from_response,
-    is_retryable,
-    key_path,
-    normalize_endpoints,
-    plan_sub_batches,
-    read_params,
-    read_path,
-    redirect_target,
-    resolve_ca,
-    results_from_answer,
-    to_out_message,
-)
-from storage_node.errors import MsgStoreError, NotOwner, Unavailable
+from storage_node.client.common import TlsError, auth_headers, check_scheme, read_params
+from storage_node.client.core import Call, ClientCore, Gather, Op, Produced, Sleep, T, answer_of
+from storage_node.client.fetch import FetchAnswer
+from storage_node.client.packing import columns_of
+from storage_node.errors import MsgStoreError, Unavailable
 from storage_node.server.batch_codec import ReadColumns
 from storage_node.tls import client_context
+
+FRAME_MESSAGES = 5000
 
 
 class AsyncClient:
@@ -52,19 +34,28 @@ class AsyncClient:
         ca: str | None = None,
     ) -> None:
         # ca: as for Client (default env MSGSTORE_CA); with one, every address must be https.
-        self.ca = resolve_ca(ca)
-        self.endpoints = normalize_endpoints(endpoint, tls=self.ca is not None)
+        self.core = ClientCore.build(
+            endpoint, token, producer_id, max_retries, binary, listener, ca
+        )
         self.token = token
         self.timeout = aiohttp.ClientTimeout(total=timeout)
-        self.max_retries = max_retries
-        self.binary = binary
-        self.routing = RoutingCache(self.endpoints, listener)
-        self.sequences = SequenceSource(producer_id)
         self._session: aiohttp.ClientSession | None = None
 
     @property
+    def ca(self) -> str | None:
+        return self.core.ca
+
+    @property
+    def endpoints(self) -> list[str]:
+        return self.core.endpoints
+
+    @property
+    def routing(self) -> Any:
+        return self.core.routing
+
+    @property
     def producer_id(self) -> str:
-        return self.sequences.producer_id
+        return self.core.producer_id
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -82,9 +73,54 @@ class AsyncClient:
             self._session = aiohttp.ClientSession(
                 timeout=self.timeout,
                 headers=auth_headers(self.token),
-                connector=aiohttp.TCPConnector(ssl=client_context(self.ca)),
+                connector=aiohttp.TCPConnector(ssl=client_context(self.core.ca)),
             )
         return self._session
+
+    async def _send(self, call: Call) -> Any:
+        check_scheme(call.address, self.core.ca is not None)
+        body, headers = call.body_and_headers()
+        try:
+            async with self._client_session().request(
+                call.method,
+                call.address + call.path,
+                data=body,
+                params=call.query(),
+                headers=headers,
+            ) as resp:
+                content = await resp.read()
+                return answer_of(call, resp.status, resp.headers.items(), content)
+        except aiohttp.ClientSSLError as exc:
+            raise TlsError(f"TLS with {call.address} failed: {exc}", address=call.address) from None
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise Unavailable(f"cannot reach {call.address}: {exc}", address=call.address) from None
+
+    async def _run(self, op: Op[T]) -> T:
+        """Carry out an operation's steps; a failed call is thrown back into it."""
+        outcome: Any = None
+        failure: MsgStoreError | None = None
+        while True:
+            try:
+                step = op.throw(failure) if failure is not None else op.send(outcome)
+            except StopIteration as done:
+                result: T = done.value
+                return result
+            outcome, failure = None, None
+            try:
+                if isinstance(step, Call):
+                    outcome = await self._send(step)
+                elif isinstance(step, Sleep):
+                    await asyncio.sleep(step.seconds)
+                elif isinstance(step, Gather):
+                    outcome = await asyncio.gather(*(self._attempt(o) for o in step.ops))
+            except MsgStoreError as err:
+                failure = err
+
+    async def _attempt(self, op: Op[Any]) -> Any:
+        try:
+            return await self._run(op)
+        except MsgStoreError as err:
+            return err
 
     async def request(
         self,
@@ -99,47 +135,13 @@ class AsyncClient:
         headers: dict[str, str] | None = None,
         raw: bool = False,
     ) -> Any:
-        """One HTTP call; ``raw`` answers (content type, body bytes) instead of parsed JSON."""
-        check_scheme(address, self.ca is not None)
-        hdrs = dict(headers or {})
-        if content_type:
-            hdrs["Content-Type"] = content_type
-        query = {k: str(v) for k, v in (params or {}).items() if v is not None}
-        try:
-            async with self._client_session().request(
-                method, address + path, json=json_body, data=data, params=query, headers=hdrs
-            ) as resp:
-                if resp.status >= 400:
-                    try:
-                        body = await resp.json(content_type=None)
-                    except ValueError:
-                        body = await resp.text()
-                    raise error_from_response(resp.status, body)
-                if raw:
-                    return resp.headers.get("Content-Type"), await resp.read()
-                return await resp.json(content_type=None)
-        except aiohttp.ClientSSLError as exc:
-            raise TlsError(f"TLS with {address} failed: {exc}", address=address) from None
-        except (TimeoutError, aiohttp.ClientError) as exc:
-            raise Unavailable(f"cannot reach {address}: {exc}", address=address) from None
-
-    async def _any_node(self, method: str, path: str, **kwargs: Any) -> Any:
-        last: BaseException | None = None
-        for attempt in range(self.max_retries):
-            for address in self.routing.node_addresses() + self.endpoints:
-                try:
-                    return await self.request(method, address, path, **kwargs)
-                except MsgStoreError as err:
-                    if not is_retryable(err):
-                        raise
-                    last = err
-            await asyncio.sleep(min(0.05 * 2**attempt, 1.0))
-        raise last or Unavailable("no node answered")
+        """One HTTP call; ``raw`` answers a ``RawAnswer`` instead of parsed JSON."""
+        return await self._send(
+            Call(method, address, path, params, json_body, data, content_type, headers, raw)
+        )
 
     async def refresh_routing(self) -> dict[str, Any]:
-        doc = await self._any_node("GET", "/v1/cluster")
-        self.routing.update(doc)
-        return doc
+        return await self._run(self.core.refresh_routing())
 
     async def cluster(self) -> dict[str, Any]:
         return await self.refresh_routing()
@@ -147,100 +149,41 @@ class AsyncClient:
     async def create_topic(
         self, name: str, partitions: int, compression: str = "lz4", retention_hours: float = 168.0
     ) -> dict[str, Any]:
-        body = {
-            "name": name,
-            "partitions": partitions,
-            "compression": compression,
-            "retention_hours": retention_hours,
-        }
-        doc = await self._any_node("POST", "/v1/topics", json_body=body)
-        await self.refresh_routing()
-        return doc
+        return await self._run(
+            self.core.create_topic(name, partitions, compression, retention_hours)
+        )
+
+    async def delete_topic(self, name: str) -> dict[str, Any]:
+        """Delete a topic on every node; ``pending_nodes`` names those that did not answer
+        (each deletes its copy when it next reads the routing table)."""
+        return await self._run(self.core.delete_topic(name))
+
+    async def add_partitions(self, name: str, partitions: int) -> dict[str, Any]:
+        """Raise a topic's partition count to ``partitions`` (only up). Keyed messages
+        produced afterwards map to ``key_hash(key) % partitions``."""
+        return await self._run(self.core.add_partitions(name, partitions))
 
     async def list_topics(self) -> list[dict[str, Any]]:
-        return (await self._any_node("GET", "/v1/topics"))["topics"]
+        return await self._run(self.core.list_topics())
 
     async def describe_topic(self, topic: str) -> dict[str, Any]:
-        return await self._any_node("GET", f"/v1/topics/{quote(topic, safe='')}")
+        return await self._run(self.core.describe_topic(topic))
 
     async def produce(self, topic: str, messages: Iterable[Any]) -> list[dict[str, Any]]:
         """Append messages; sub-batches for different nodes travel concurrently."""
-        out = [to_out_message(m) for m in messages]
-        if not out:
-            return []
-        if self.routing.partitions(topic) is None:
-            await self.refresh_routing()
-        results: list[Any] = [None] * len(out)
-        pending = plan_sub_batches(
-            self.routing, self.sequences, topic, out, list(range(len(out))), self.endpoints[0]
+        results, failures = await self._run(self.core.produce_partial(topic, messages))
+        if failures:
+            raise failures[0][1]
+        return cast(list[dict[str, Any]], results)  # no failures: every result is there
+
+    async def produce_columns(
+        self, topic: str, columns: Any, frame_messages: int = FRAME_MESSAGES
+    ) -> Produced:
+        """As ``Client.produce_columns``: Arrow / pandas / dict columns, frames in flight
+        concurrently."""
+        return await self._run(
+            self.core.produce_columns(topic, columns_of(columns), frame_messages)
         )
-        while pending:
-            for batch in pending:
-                encode_sub_batch(batch, self.producer_id, self.binary)
-            outcomes = await asyncio.gather(*(self._send(topic, b) for b in pending))
-            replan: list[tuple[OutMessage, int]] = []
-            for batch, outcome in zip(pending, outcomes, strict=True):
-                if isinstance(outcome, NotOwner):
-                    replan.extend(zip(batch.messages, batch.indices, strict=True))
-                    continue
-                for index, result in zip(batch.indices, outcome, strict=True):
-                    results[index] = result
-            pending = []
-            if replan:
-                await self.refresh_routing()
-                pending = plan_sub_batches(
-                    self.routing,
-                    self.sequences,
-                    topic,
-                    [m for m, _ in replan],
-                    [i for _, i in replan],
-                    self.endpoints[0],
-                )
-        return results
-
-    async def _send(self, topic: str, batch: SubBatch) -> Any:
-        path = f"/v1/topics/{quote(topic, safe='')}/messages"
-        delay = 0.05
-        while True:
-            batch.attempts += 1
-            try:
-                answer = await self.request(
-                    "POST", batch.address, path, data=batch.body, content_type=batch.content_type
-                )
-                return results_from_answer(batch, answer)
-            except NotOwner as err:
-                if redirect_target(err) is None or batch.attempts > self.max_retries:
-                    raise
-                return err
-            except MsgStoreError as err:
-                if not is_retryable(err) or batch.attempts > self.max_retries:
-                    raise
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
-
-    async def _owner_request(
-        self, topic: str, partition: int, method: str, path: str, **kw: Any
-    ) -> Any:
-        if self.routing.partitions(topic) is None:
-            await self.refresh_routing()
-        owner = self.routing.owner(topic, partition)
-        address = owner[1] if owner else self.endpoints[0]
-        delay = 0.05
-        for _attempt in range(self.max_retries):
-            try:
-                return await self.request(method, address, path, **kw)
-            except NotOwner as err:
-                await self.refresh_routing()
-                target = redirect_target(err, self.routing)
-                if target is None:
-                    raise
-                address = target
-            except MsgStoreError as err:
-                if not is_retryable(err):
-                    raise
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
-        return await self.request(method, address, path, **kw)
 
     async def read(
         self,
@@ -252,11 +195,10 @@ class AsyncClient:
         tag: str | None = None,
         start_time: int | None = None,
         end_time: int | None = None,
+        wait_ms: int | None = None,
     ) -> dict[str, Any]:
-        params = read_params(offset, max_messages, max_bytes, tag, start_time, end_time)
-        return await self._owner_request(
-            topic, partition, "GET", read_path(topic, partition), params=params
-        )
+        params = read_params(offset, max_messages, max_bytes, tag, start_time, end_time, wait_ms)
+        return await self._run(self.core.read(topic, partition, params))
 
     async def read_columns(
         self,
@@ -268,53 +210,48 @@ class AsyncClient:
         tag: str | None = None,
         start_time: int | None = None,
         end_time: int | None = None,
+        wait_ms: int | None = None,
     ) -> ReadColumns:
         """The same page as ``read`` in the binary read framing, decoded to numpy columns."""
-        params = read_params(offset, max_messages, max_bytes, tag, start_time, end_time)
-        content_type, body = await self._owner_request(
-            topic,
-            partition,
-            "GET",
-            read_path(topic, partition),
-            params=params,
-            headers=COLUMNS_ACCEPT,
-            raw=True,
+        params = read_params(offset, max_messages, max_bytes, tag, start_time, end_time, wait_ms)
+        return await self._run(self.core.read_columns(topic, partition, params))
+
+    async def fetch(
+        self,
+        topic: str,
+        positions: dict[int, int],
+        max_messages: int = 1000,
+        max_bytes: int | None = None,
+        wait_ms: int | None = None,
+        tag: str | None = None,
+    ) -> FetchAnswer:
+        """Pages of several partitions at once (see ``Client.fetch``)."""
+        return await self._run(
+            self.core.fetch(topic, positions, max_messages, max_bytes, wait_ms, tag)
         )
-        return columns_from_answer(content_type, body)
 
     async def lookup_key(
         self, topic: str, key: str, begin: int = 0, end: int | None = None, max_count: int = 32
     ) -> dict[str, Any]:
-        return await self._any_node(
-            "GET", key_path(topic, key), params={"begin": begin, "end": end, "max": max_count}
-        )
+        params = {"begin": begin, "end": end, "max": max_count}
+        return await self._run(self.core.lookup_key(topic, key, params))
 
     async def lookup_key_columns(
         self, topic: str, key: str, begin: int = 0, end: int | None = None, max_count: int = 32
     ) -> ReadColumns:
         """``lookup_key`` in the binary read framing (newest first)."""
-        content_type, body = await self._any_node(
-            "GET",
-            key_path(topic, key),
-            params={"begin": begin, "end": end, "max": max_count},
-            headers=COLUMNS_ACCEPT,
-            raw=True,
-        )
-        return columns_from_answer(content_type, body)
+        params = {"begin": begin, "end": end, "max": max_count}
+        return await self._run(self.core.lookup_key_columns(topic, key, params))
 
     async def get_message(self, msg_id: str) -> dict[str, Any]:
-        return await self._any_node("GET", f"/v1/messages/{quote(msg_id, safe='')}")
+        return await self._run(self.core.get_message(msg_id))
 
     async def commit_offset(
         self, group: str, topic: str, partition: int, offset: int
     ) -> dict[str, Any]:
-        body = {"topic": topic, "partition": partition, "offset": offset}
-        path = f"/v1/consumer-groups/{quote(group, safe='')}/offsets"
-        return await self._owner_request(topic, partition, "POST", path, json_body=body)
+        return await self._run(self.core.commit_offset(group, topic, partition, offset))
 
     async def committed_offsets(
         self, group: str, topic: str | None = None
     ) -> dict[str, dict[int, int]]:
-        path = f"/v1/consumer-groups/{quote(group, safe='')}/offsets"
-        doc = await self._any_node("GET", path, params={"topic": topic})
-        return {t: {int(p): o for p, o in parts.items()} for t, parts in doc["offsets"].items()}
+        return await self._run(self.core.committed_offsets(group, topic))

@@ -1,48 +1,24 @@
-"""Blocking client (requests): routing-aware produce with safe retries, reads, lookups."""
+"""Blocking client: runs the shared operations (client/core.py) over keep-alive HTTP."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
-from urllib.parse import quote
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, cast
 
-import requests
-
-from storage_node.client.common import (
-    COLUMNS_ACCEPT,
-    OutMessage,
-    RoutingCache,
-    SequenceSource,
-    SubBatch,
-    TlsError,
-    auth_headers,
-    check_scheme,
-    columns_from_answer,
-    encode_sub_batch,
-    error_from_response,
-    is_retryable,
-    key_path,
-    normalize_endpoints,
-    plan_sub_batches,
-    read_params,
-    read_path,
-    redirect_target,
-    resolve_ca,
-    results_from_answer,
-    to_out_message,
-)
-from storage_node.errors import Fenced, MsgStoreError, NotOwner, Unavailable
+from storage_node.client.common import check_scheme, read_params
+from storage_node.client.consumer import Consumer
+from storage_node.client.core import Call, ClientCore, Gather, Op, Produced, Sleep, T
+from storage_node.client.fetch import FetchAnswer
+from storage_node.client.packing import columns_of, columns_of_dicts
+from storage_node.client.transport import HttpTransport
+from storage_node.errors import MsgStoreError
 from storage_node.server.batch_codec import ReadColumns
 
-
-class _Refused:
-    """A sub-batch the cluster refused (its error), as an outcome rather than a raise."""
-
-    def __init__(self, error: MsgStoreError) -> None:
-        self.error = error
+FRAME_MESSAGES = 5000  # messages per frame of a columns produce
+PIECE_MESSAGES = 20_000  # a long list of dicts is packed and sent in pieces this size
+SENDERS = 4  # frames of one produce call in flight at once
 
 
 class Client:
@@ -67,29 +43,84 @@ class Client:
     ) -> None:
         # ca: CA bundle (PEM file) that node certificates must verify against; default env
         # MSGSTORE_CA. With one, every address must be https.
-        self.ca = resolve_ca(ca)
-        self.endpoints = normalize_endpoints(endpoint, tls=self.ca is not None)
-        self.token = token
+        self.core = ClientCore.build(
+            endpoint, token, producer_id, max_retries, binary, listener, ca
+        )
         self.timeout = timeout
-        self.max_retries = max_retries
-        self.binary = binary
-        self.routing = RoutingCache(self.endpoints, listener)
-        self.sequences = SequenceSource(producer_id)
-        self._local = threading.local()
+        self.token = token
+        self._transport = HttpTransport(timeout, self.core.ca, token)
         self._pool: ThreadPoolExecutor | None = None
+        self._pieces: ThreadPoolExecutor | None = None
+
+    # the shared state, under the names callers use
+    @property
+    def ca(self) -> str | None:
+        return self.core.ca
+
+    @property
+    def endpoints(self) -> list[str]:
+        return self.core.endpoints
+
+    @property
+    def routing(self) -> Any:
+        return self.core.routing
+
+    @property
+    def sequences(self) -> Any:
+        return self.core.sequences
 
     @property
     def producer_id(self) -> str:
-        return self.sequences.producer_id
+        return self.core.producer_id
 
-    # -- transport ----------------------------------------------------------------------
-    def _session(self) -> requests.Session:
-        session = getattr(self._local, "session", None)
-        if session is None:
-            session = requests.Session()
-            session.headers.update(auth_headers(self.token))
-            self._local.session = session
-        return session
+    @property
+    def max_retries(self) -> int:
+        return self.core.retry.max_retries
+
+    @max_retries.setter
+    def max_retries(self, value: int) -> None:
+        self.core.retry.max_retries = value
+
+    @property
+    def binary(self) -> bool:
+        return self.core.binary
+
+    # -- running operations ---------------------------------------------------------------
+    def _send(self, call: Call) -> Any:
+        check_scheme(call.address, self.core.ca is not None)
+        return self._transport.send(call)
+
+    def _run(self, op: Op[T]) -> T:
+        """Carry out an operation's steps; a failed call is thrown back into it."""
+        outcome: Any = None
+        failure: MsgStoreError | None = None
+        while True:
+            try:
+                step = op.throw(failure) if failure is not None else op.send(outcome)
+            except StopIteration as done:
+                result: T = done.value
+                return result
+            outcome, failure = None, None
+            try:
+                if isinstance(step, Call):
+                    outcome = self._send(step)
+                elif isinstance(step, Sleep):
+                    time.sleep(step.seconds)
+                elif isinstance(step, Gather):
+                    outcome = self._gather(step)
+            except MsgStoreError as err:
+                failure = err
+
+    def _gather(self, step: Gather) -> list[Any]:
+        def attempt(op: Op[Any]) -> Any:
+            try:
+                return self._run(op)
+            except MsgStoreError as err:
+                return err
+
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=max(8, SENDERS))
+        return list(self._pool.map(attempt, step.ops))
 
     def request(
         self,
@@ -104,56 +135,15 @@ class Client:
         raw: bool = False,
         headers: dict[str, str] | None = None,
     ) -> Any:
-        """One HTTP call; raises the server's typed error, Unavailable when unreachable."""
-        check_scheme(address, self.ca is not None)
-        hdrs = dict(headers or {})
-        if content_type:
-            hdrs["Content-Type"] = content_type
-        try:
-            resp = self._session().request(
-                method,
-                address + path,
-                json=json_body,
-                data=data,
-                params={k: v for k, v in (params or {}).items() if v is not None},
-                headers=hdrs,
-                timeout=self.timeout,
-                # Per request: requests lets REQUESTS_CA_BUNDLE override a session's verify.
-                verify=self.ca or True,
-            )
-        except requests.exceptions.SSLError as exc:
-            raise TlsError(f"TLS with {address} failed: {exc}", address=address) from None
-        except requests.RequestException as exc:
-            raise Unavailable(f"cannot reach {address}: {exc}", address=address) from None
-        if resp.status_code >= 400:
-            try:
-                body = resp.json()
-            except ValueError:
-                body = resp.text
-            raise error_from_response(resp.status_code, body)
-        if raw:
-            return resp
-        return resp.json()
-
-    def _any_node(self, method: str, path: str, **kwargs: Any) -> Any:
-        """Ask the nodes in turn until one answers (fail over when one is down)."""
-        last: BaseException | None = None
-        for attempt in range(self.max_retries):
-            for address in self.routing.node_addresses() + self.endpoints:
-                try:
-                    return self.request(method, address, path, **kwargs)
-                except MsgStoreError as err:
-                    if not is_retryable(err):
-                        raise
-                    last = err
-            time.sleep(min(0.05 * 2**attempt, 1.0))
-        raise last or Unavailable("no node answered")
+        """One HTTP call; raises the server's typed error, Unavailable when unreachable.
+        ``raw`` answers a ``RawAnswer`` (``status_code``, ``headers``, ``content``)."""
+        return self._send(
+            Call(method, address, path, params, json_body, data, content_type, headers, raw)
+        )
 
     # -- cluster and topics -------------------------------------------------------------
     def refresh_routing(self) -> dict[str, Any]:
-        doc = self._any_node("GET", "/v1/cluster")
-        self.routing.update(doc)
-        return doc
+        return self._run(self.core.refresh_routing())
 
     def cluster(self) -> dict[str, Any]:
         return self.refresh_routing()
@@ -165,36 +155,82 @@ class Client:
         compression: str = "lz4",
         retention_hours: float = 168.0,
     ) -> dict[str, Any]:
-        body = {
-            "name": name,
-            "partitions": partitions,
-            "compression": compression,
-            "retention_hours": retention_hours,
-        }
-        doc = self._any_node("POST", "/v1/topics", json_body=body)
-        self.refresh_routing()
-        return doc
+        return self._run(self.core.create_topic(name, partitions, compression, retention_hours))
+
+    def delete_topic(self, name: str) -> dict[str, Any]:
+        """Delete a topic on every node; ``pending_nodes`` names those that did not answer
+        (each deletes its copy when it next reads the routing table)."""
+        return self._run(self.core.delete_topic(name))
+
+    def add_partitions(self, name: str, partitions: int) -> dict[str, Any]:
+        """Raise a topic's partition count to ``partitions`` (only up). Keyed messages
+        produced afterwards map to ``key_hash(key) % partitions``."""
+        return self._run(self.core.add_partitions(name, partitions))
 
     def list_topics(self) -> list[dict[str, Any]]:
-        return self._any_node("GET", "/v1/topics")["topics"]
+        return self._run(self.core.list_topics())
 
     def describe_topic(self, topic: str) -> dict[str, Any]:
-        return self._any_node("GET", f"/v1/topics/{quote(topic, safe='')}")
+        return self._run(self.core.describe_topic(topic))
 
     # -- produce --------------------------------------------------------------------------
     def produce(self, topic: str, messages: Iterable[Any]) -> list[dict[str, Any]]:
         """Append messages; returns one {"partition", "offset", "msg_id"} per message, in order.
 
         Messages may be bytes, str, dicts shaped like the JSON API, or OutMessage objects.
-        A sub-batch the cluster refuses raises its error (sub-batches sent to other nodes
-        may be stored: ``produce_partial`` says which).
+        A list of plain dicts takes the columns path (``produce_columns``). A sub-batch the
+        cluster refuses raises its error (sub-batches sent to other nodes may be stored:
+        ``produce_partial`` says which).
         """
-        results, failures = self.produce_partial(topic, messages)
+        items = messages if isinstance(messages, list) else list(messages)
+        if self.core.binary and len(items) > 1:
+            produced = self._produce_dicts(topic, items)
+            if produced is not None:
+                return produced
+        results, failures = self.produce_partial(topic, items)
         if failures:
             raise failures[0][1]
-        stored = [r for r in results if r is not None]
-        assert len(stored) == len(results)  # no sub-batch refused: every message has its result
-        return stored
+        return cast(list[dict[str, Any]], results)  # no failures: every result is there
+
+    def _produce_dicts(self, topic: str, items: list[Any]) -> list[dict[str, Any]] | None:
+        """Plain message dicts as columns, in pieces: a piece is in flight while the next
+        one is turned into columns (None when the items are not all plain dicts)."""
+        pieces = range(0, len(items), PIECE_MESSAGES)
+        first = columns_of_dicts(items[:PIECE_MESSAGES])
+        if first is None:
+            return None
+        if self._pieces is None:
+            self._pieces = ThreadPoolExecutor(2, "msgstore-produce")
+        futures: list[Future[Any]] = []
+        for lo in pieces:
+            cols = first if lo == 0 else columns_of_dicts(items[lo : lo + PIECE_MESSAGES])
+            op: Op[Any]
+            if cols is None:  # a later piece that is not plain dicts: the general path
+                op = self.core.produce_partial(topic, items[lo : lo + PIECE_MESSAGES])
+            else:
+                op = self.core.produce_columns(topic, cols, FRAME_MESSAGES)
+            futures.append(self._pieces.submit(self._run, op))
+        out: list[dict[str, Any]] = []
+        for future in futures:
+            done = future.result()
+            if isinstance(done, Produced):
+                out.extend(done.to_rows())
+                continue
+            results: list[dict[str, Any] | None] = done[0]
+            failures: list[tuple[list[int], MsgStoreError]] = done[1]
+            if failures:
+                raise failures[0][1]
+            out.extend(r for r in results if r is not None)
+        return out
+
+    def produce_columns(
+        self, topic: str, columns: Any, frame_messages: int = FRAME_MESSAGES
+    ) -> Produced:
+        """Append the rows of an Arrow table or record batch, a pandas DataFrame or a dict of
+        columns (``value`` and optionally ``key``, ``tag``, ``msg_id``, ``timestamp``,
+        ``partition``): frames are packed from the arrays and sent concurrently; the answer
+        holds partitions and offsets as arrays."""
+        return self._run(self.core.produce_columns(topic, columns_of(columns), frame_messages))
 
     def produce_partial(
         self, topic: str, messages: Iterable[Any]
@@ -202,117 +238,9 @@ class Client:
         """``produce`` that reports instead of raising: the result of every stored message
         (None for the others) and, per refused sub-batch, the indices of its messages and
         the error (nothing of a refused sub-batch is stored; the others are)."""
-        out = [to_out_message(m) for m in messages]
-        if not out:
-            return [], []
-        if self.routing.partitions(topic) is None:
-            self.refresh_routing()
-        results: list[Any] = [None] * len(out)
-        failures: list[tuple[list[int], MsgStoreError]] = []
-        pending = plan_sub_batches(
-            self.routing, self.sequences, topic, out, list(range(len(out))), self.endpoints[0]
-        )
-
-        def attempt(batch: SubBatch) -> Any:
-            try:
-                return self._send_sub_batch(topic, batch)
-            except MsgStoreError as err:
-                return _Refused(err)
-
-        while pending:
-            for batch in pending:
-                encode_sub_batch(batch, self.producer_id, self.binary)
-            if len(pending) == 1:
-                outcomes = [attempt(pending[0])]
-            else:
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(max_workers=8)
-                outcomes = list(self._pool.map(attempt, pending))
-            replan: list[tuple[OutMessage, int]] = []
-            for batch, outcome in zip(pending, outcomes, strict=True):
-                if isinstance(outcome, NotOwner):
-                    replan.extend(zip(batch.messages, batch.indices, strict=True))
-                    continue
-                if isinstance(outcome, _Refused):
-                    failures.append((list(batch.indices), outcome.error))
-                    continue
-                for index, result in zip(batch.indices, outcome, strict=True):
-                    results[index] = result
-            pending = []
-            if replan:
-                self.refresh_routing()
-                msgs = [m for m, _ in replan]
-                pending = plan_sub_batches(
-                    self.routing,
-                    self.sequences,
-                    topic,
-                    msgs,
-                    [i for _, i in replan],
-                    self.endpoints[0],
-                )
-        return results, failures
-
-    def _send_sub_batch(self, topic: str, batch: SubBatch) -> Any:
-        """Send with retries (same body, same sequence); a 421 is returned for re-planning."""
-        path = f"/v1/topics/{quote(topic, safe='')}/messages"
-        delay = 0.05
-        while True:
-            batch.attempts += 1
-            try:
-                answer = self.request(
-                    "POST", batch.address, path, data=batch.body, content_type=batch.content_type
-                )
-                return results_from_answer(batch, answer)
-            except NotOwner as err:
-                if redirect_target(err) is None or batch.attempts > self.max_retries:
-                    raise
-                return err
-            except MsgStoreError as err:
-                if not is_retryable(err) or batch.attempts > self.max_retries:
-                    raise
-                time.sleep(delay)
-                delay = min(delay * 2, 2.0)
-                if isinstance(err, Unavailable | Fenced):  # a replicated log's leader moved:
-                    batch.address = self._leader_address(batch.node_id, batch.address)
+        return self._run(self.core.produce_partial(topic, messages))
 
     # -- reads and lookups ----------------------------------------------------------------
-    def _owner_request(self, topic: str, partition: int, method: str, path: str, **kw: Any) -> Any:
-        """Send to the partition's owner, following 421 redirects and retrying outages."""
-        if self.routing.partitions(topic) is None:
-            self.refresh_routing()
-        owner = self.routing.owner(topic, partition)
-        address = owner[1] if owner else self.endpoints[0]
-        delay = 0.05
-        for _attempt in range(self.max_retries + 1):
-            try:
-                return self.request(method, address, path, **kw)
-            except NotOwner as err:
-                self.refresh_routing()
-                target = redirect_target(err, self.routing)
-                if target is None:
-                    raise
-                address = target
-            except MsgStoreError as err:
-                if not is_retryable(err):
-                    raise
-                time.sleep(delay)
-                delay = min(delay * 2, 2.0)
-                if isinstance(err, Unavailable | Fenced) and owner is not None:
-                    address = self._leader_address(owner[0], address)
-        return self.request(method, address, path, **kw)
-
-    def _leader_address(self, owner: str, address: str) -> str:
-        """(After an outage.) The owner's address in a fresh routing table: a replicated
-        log's new leader, where the same request (same producer id and sequence) goes."""
-        if self.routing.table is None or not self.routing.table.logs:
-            return address
-        try:
-            self.refresh_routing()
-        except MsgStoreError:
-            return address
-        table = self.routing.table
-        return self.routing.address_of(table.leader_of(owner)) or address
-
     def read(
         self,
         topic: str,
@@ -328,9 +256,7 @@ class Client:
         """One page of a partition: {"messages": [...], "next_offset": n}. With ``wait_ms``
         the node holds an empty answer until a message arrives or the time is up."""
         params = read_params(offset, max_messages, max_bytes, tag, start_time, end_time, wait_ms)
-        return self._owner_request(
-            topic, partition, "GET", read_path(topic, partition), params=params
-        )
+        return self._run(self.core.read(topic, partition, params))
 
     def read_columns(
         self,
@@ -342,20 +268,48 @@ class Client:
         tag: str | None = None,
         start_time: int | None = None,
         end_time: int | None = None,
+        wait_ms: int | None = None,
     ) -> ReadColumns:
         """The same page as ``read`` in the binary read framing, decoded to numpy columns
         (no JSON or base64 per message; ``to_rows(topic)`` gives dicts when wanted)."""
-        params = read_params(offset, max_messages, max_bytes, tag, start_time, end_time)
-        resp = self._owner_request(
-            topic,
-            partition,
-            "GET",
-            read_path(topic, partition),
-            params=params,
-            headers=COLUMNS_ACCEPT,
-            raw=True,
+        params = read_params(offset, max_messages, max_bytes, tag, start_time, end_time, wait_ms)
+        return self._run(self.core.read_columns(topic, partition, params))
+
+    def fetch(
+        self,
+        topic: str,
+        positions: dict[int, int],
+        max_messages: int = 1000,
+        max_bytes: int | None = None,
+        wait_ms: int | None = None,
+        tag: str | None = None,
+    ) -> FetchAnswer:
+        """Pages of several partitions ({partition: offset}) with one request per owning
+        node; with ``wait_ms`` a node holds its answer until one of them has a message."""
+        return self._run(self.core.fetch(topic, positions, max_messages, max_bytes, wait_ms, tag))
+
+    def consumer(
+        self,
+        topic: str,
+        partitions: Iterable[int] | None = None,
+        offsets: dict[int, int] | None = None,
+        page: int = 10_000,
+        follow: bool = False,
+        wait_ms: int = 1000,
+        prefetch: bool = True,
+        ends: dict[int, int] | None = None,
+        tag: str | None = None,
+        max_bytes: int = 8 * 1024 * 1024,
+    ) -> Consumer:
+        """An iterator of pages (``ReadColumns``; ``.batches()`` gives Arrow record batches,
+        ``.messages()`` dicts) over the topic's partitions from ``offsets`` (default: the
+        start) to ``ends`` (default: the ends when it starts; a page may run past them), the
+        next fetch on the wire while the caller works on this page; ``follow`` keeps waiting
+        for new messages (long polls of ``wait_ms``). ``page`` and ``max_bytes`` bound each
+        partition's page."""
+        return Consumer(
+            self, topic, partitions, offsets, page, follow, wait_ms, prefetch, ends, tag, max_bytes
         )
-        return columns_from_answer(resp.headers.get("Content-Type"), resp.content)
 
     def read_all(
         self, topic: str, partition: int, offset: int | None = None, page: int = 1000
@@ -372,7 +326,7 @@ class Client:
         self, topic: str, key: str, begin: int = 0, end: int | None = None, max_count: int = 32
     ) -> dict[str, Any]:
         params = {"begin": begin, "end": end, "max": max_count}
-        return self._any_node("GET", key_path(topic, key), params=params)
+        return self._run(self.core.lookup_key(topic, key, params))
 
     def lookup_key_columns(
         self, topic: str, key: str, begin: int = 0, end: int | None = None, max_count: int = 32
@@ -380,28 +334,21 @@ class Client:
         """``lookup_key`` in the binary read framing (newest first; ``limit_reached`` and
         ``meta["unreachable_nodes"]`` as in the JSON answer)."""
         params = {"begin": begin, "end": end, "max": max_count}
-        resp = self._any_node(
-            "GET", key_path(topic, key), params=params, headers=COLUMNS_ACCEPT, raw=True
-        )
-        return columns_from_answer(resp.headers.get("Content-Type"), resp.content)
+        return self._run(self.core.lookup_key_columns(topic, key, params))
 
     def get_message(self, msg_id: str) -> dict[str, Any]:
-        return self._any_node("GET", f"/v1/messages/{quote(msg_id, safe='')}")
+        return self._run(self.core.get_message(msg_id))
 
     # -- consumer groups ------------------------------------------------------------------
     def commit_offset(self, group: str, topic: str, partition: int, offset: int) -> dict[str, Any]:
-        body = {"topic": topic, "partition": partition, "offset": offset}
-        path = f"/v1/consumer-groups/{quote(group, safe='')}/offsets"
-        return self._owner_request(topic, partition, "POST", path, json_body=body)
+        return self._run(self.core.commit_offset(group, topic, partition, offset))
 
     def list_groups(self) -> list[str]:
         """Every consumer group with a committed offset somewhere in the cluster."""
-        return list(self._any_node("GET", "/v1/consumer-groups")["groups"])
+        return self._run(self.core.list_groups())
 
     def committed_offsets(self, group: str, topic: str | None = None) -> dict[str, dict[int, int]]:
-        path = f"/v1/consumer-groups/{quote(group, safe='')}/offsets"
-        doc = self._any_node("GET", path, params={"topic": topic})
-        return {t: {int(p): o for p, o in parts.items()} for t, parts in doc["offsets"].items()}
+        return self._run(self.core.committed_offsets(group, topic))
 
     def consume(
         self, topic: str, group: str | None = None, page: int = 1000, from_start: bool = True
@@ -424,13 +371,7 @@ class Client:
     # -- admin ----------------------------------------------------------------------------
     def each_node(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
         """Call every node of the cluster; returns {node_id: answer}."""
-        self.refresh_routing()
-        assert self.routing.table is not None
-        listener = self.routing.listener_in_use()
-        return {
-            n.id: self.request(method, n.address_for(listener), path, **kw)
-            for n in self.routing.table.nodes
-        }
+        return self._run(self.core.each_node(method, path, **kw))
 
     def files(self) -> dict[str, Any]:
         return self.each_node("GET", "/v1/admin/files")
@@ -439,11 +380,10 @@ class Client:
         return self.each_node("POST", "/v1/admin/compact")
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)
-        session = getattr(self._local, "session", None)
-        if session is not None:
-            session.close()
+        for pool in (self._pool, self._pieces):
+            if pool is not None:
+                pool.shutdown(wait=False)
+        self._transport.close()
 
     def __enter__(self) -> Client:
         return self

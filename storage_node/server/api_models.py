@@ -158,6 +158,29 @@ class TopicList(Answer):
     topics: list[Topic]
 
 
+class TopicPartitions(Request):
+    """The topic's new partition count: only up; the same count changes nothing."""
+
+    partitions: int = Field(ge=1, le=MAX_PARTITIONS)
+
+
+class TopicGrown(Topic):
+    previous_partitions: int
+    pending_nodes: dict[str, str] = Field(
+        description="nodes that did not answer, with the reason; each applies the new count "
+        "when it next reads the routing table"
+    )
+
+
+class TopicDeleted(Answer):
+    name: str
+    deleted: bool
+    pending_nodes: dict[str, str] = Field(
+        description="nodes that did not answer, with the reason; each deletes its copy when "
+        "it next reads the routing table"
+    )
+
+
 class PartitionOffsets(Answer):
     partition: int
     owner: str
@@ -301,6 +324,36 @@ class LookupResult(Answer):
     unreachable_nodes: list[str] | None = None
 
 
+class FetchPosition(Request):
+    partition: PartitionNumber
+    offset: Int64 | None = Field(default=None, description="default: the first kept")
+
+
+class FetchRequest(Request):
+    """Pages of several partitions in one request (Kafka's fetch); limits are per partition."""
+
+    partitions: list[FetchPosition] = Field(min_length=1, max_length=MAX_PARTITIONS)
+    max_messages: int = Field(default=100, ge=1, le=10_000)
+    max_bytes: int = Field(default=1024 * 1024, ge=1, le=64 * 1024 * 1024)
+    wait_ms: int = Field(
+        default=0,
+        ge=0,
+        le=30_000,
+        description="long poll: hold an answer with no message until a partition gets one",
+    )
+    tag: str | None = Field(default=None, min_length=1, description="only messages with it")
+
+
+class FetchPage(Answer):
+    partition: int
+    messages: list[Message]
+    next_offset: int
+
+
+class FetchResult(Answer):
+    partitions: list[FetchPage]
+
+
 # -- consumer groups ------------------------------------------------------------------------
 GroupName = Annotated[
     str, AfterValidator(_check_group), WithJsonSchema({"type": "string", "pattern": NAME_PATTERN})
@@ -340,6 +393,11 @@ class RoutingNode(Answer):
     external_address: str | None = None
 
 
+class DeletedTopic(Answer):
+    generation: int
+    pending: list[str]
+
+
 class Routing(Answer):
     """The routing table, format in docs/ROUTING.md."""
 
@@ -348,6 +406,10 @@ class Routing(Answer):
     managed_by: Literal["local", "operator", "standalone"]
     nodes: list[RoutingNode]
     topics: dict[str, RoutedTopic]
+    deleted_topics: dict[str, DeletedTopic] | None = Field(
+        default=None,
+        description="deleted topics whose copies some nodes still have to delete",
+    )
 
 
 class FileInfo(Answer):

@@ -37,7 +37,8 @@ ERRORS = {
     "401": "missing or invalid bearer token",
     "403": "the token may only read",
     "404": "unknown topic, message or file",
-    "409": "a topic exists with another configuration, or a message ID is already taken",
+    "409": "a topic exists with another configuration, a message ID is already taken, or "
+    "the operator manages the cluster's topics",
     "413": "body or message larger than the limit",
     "415": "unsupported body content type",
     "421": "another node owns the partition; 'owner' holds its address",
@@ -225,6 +226,33 @@ ROUTES: tuple[Route, ...] = (
         params=(TOPIC, SCOPE),
     ),
     Route(
+        "delete",
+        "/v1/topics/{topic}",
+        "delete a topic on every node (scope=local: this node's copy only)",
+        {"200": Reply("deleted", m.TopicDeleted)},
+        ("400", "404", "409", "503", "507", *WRITE_AUTH),
+        params=(TOPIC, SCOPE),
+        description=(
+            "The topic leaves the listings; its messages are no longer served by offset, key, "
+            "message ID or time and the consumer groups' offsets for it are dropped. A topic "
+            "created again under the name starts empty. The bytes are reclaimed when "
+            "retention or compaction removes their segments."
+        ),
+    ),
+    Route(
+        "post",
+        "/v1/topics/{topic}/partitions",
+        "add partitions to a topic (scope=local: this node's copy only)",
+        {"200": Reply("the topic with its new count", m.TopicGrown)},
+        ("400", "404", "409", "413", "503", "507", *WRITE_AUTH),
+        params=(TOPIC, SCOPE),
+        body=m.TopicPartitions,
+        description=(
+            "New partitions start at offset 0 and existing ones keep their data; keyed "
+            "messages produced afterwards map to key_hash(key) % the new count."
+        ),
+    ),
+    Route(
         "post",
         "/v1/topics/{topic}/messages",
         "append a batch; answers once durable per the flush policy",
@@ -276,6 +304,21 @@ ROUTES: tuple[Route, ...] = (
                 "the next append to the partition before answering (default 0)",
             ),
         ),
+    ),
+    Route(
+        "post",
+        "/v1/topics/{topic}/fetch",
+        "read pages of several partitions in one request (Kafka's fetch)",
+        {
+            "200": _columns(
+                "one page per partition; the binary answer is the fetch framing of "
+                "docs/BATCH_FORMAT.md",
+                m.FetchResult,
+            )
+        },
+        ("400", "404", "421", "503", "401"),
+        params=(TOPIC,),
+        body=m.FetchRequest,
     ),
     Route(
         "get",

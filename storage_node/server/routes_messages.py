@@ -13,6 +13,7 @@ from aiohttp import web
 
 from storage_node.errors import InvalidArgument, InvalidBatch, NotFound
 from storage_node.replication.shipping import H_COPIES
+from storage_node.server.api_models import FetchRequest, parse
 from storage_node.server.app_keys import metrics_of, runtime_of
 from storage_node.server.append_answer import encode_append_answer
 from storage_node.server.batch_codec import CONTENT_TYPE as BATCH_CONTENT_TYPE
@@ -22,9 +23,10 @@ from storage_node.server.batch_codec import (
     encode_read_answer,
     frame_read_columns,
 )
+from storage_node.server.fetch_codec import encode_fetch_answer
 from storage_node.server.json_batch import decode_json_batch
 from storage_node.server.message_json import message_to_json, results_json
-from storage_node.server.params import path_int, query_int, scope_param, topic_param
+from storage_node.server.params import json_body, path_int, query_int, scope_param, topic_param
 from storage_node.server.routes_topics import get_topic_config
 from storage_node.server.runtime import NodeRuntime
 from storage_node.store import Message, PackedBatch
@@ -208,6 +210,78 @@ async def read_partition(request: web.Request) -> web.Response:
     return _answer(answer)
 
 
+async def fetch(request: web.Request) -> web.Response:
+    """Pages of several partitions in one request (Kafka's fetch): a JSON body names
+    ``partitions`` ([{"partition", "offset"}]), ``max_messages`` and ``max_bytes`` (per
+    partition), ``tag`` (only messages with it) and ``wait_ms`` (hold an answer with no message until one of the partitions
+    gets one). Every partition must be owned here (421 otherwise: ask each owner)."""
+    rt = runtime_of(request)
+    topic = topic_param(request)
+    doc = await json_body(request)
+    cfg = await get_topic_config(rt, topic)
+    positions, max_messages, max_bytes, wait_ms, tag = _fetch_args(doc, cfg.partitions)
+    for p in positions:
+        rt.routing.check_owner(topic, p)
+    store = rt.require_store()
+    binary = accepts_read_columns(request.headers.get("Accept"))
+
+    def work() -> tuple[int, dict[int, ReadBatch]]:
+        ends = store.partition_offsets(topic)
+        pages: dict[int, ReadBatch] = {}
+        found = 0
+        for p, offset in positions.items():
+            start = ends[p][0] if offset is None else offset
+            pages[p] = store.read_columns(
+                topic, p, start, max_messages=max_messages, max_bytes=max_bytes, tag=tag
+            )
+            found += len(pages[p])
+        return found, pages
+
+    events = [rt.append_event(topic, p) for p in positions]  # taken first, as read_partition
+    found, pages = await rt.in_thread(work)
+    if not found and wait_ms:
+        waits = [asyncio.ensure_future(e.wait()) for e in events]
+        try:
+            await asyncio.wait(waits, timeout=wait_ms / 1000, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+        if any(e.is_set() for e in events):
+            found, pages = await rt.in_thread(work)
+    if binary:
+        framed = {p: _binary_answer(page, None, [0]) for p, page in pages.items()}
+        return web.Response(body=encode_fetch_answer(framed), content_type=BATCH_CONTENT_TYPE)
+    return web.json_response(
+        {
+            "partitions": [
+                {
+                    "partition": p,
+                    "messages": [message_to_json(m) for m in page.messages()],
+                    "next_offset": page.next_offset,
+                }
+                for p, page in pages.items()
+            ]
+        }
+    )
+
+
+def _fetch_args(
+    doc: Any, partitions: int
+) -> tuple[dict[int, int | None], int, int, int, str | None]:
+    """Checked fetch arguments (the FetchRequest model, then the topic's partitions)."""
+    req = parse(FetchRequest, doc)
+    positions: dict[int, int | None] = {}
+    for item in req.partitions:
+        if item.partition >= partitions:
+            raise InvalidArgument(
+                f"partition {item.partition} does not exist: the topic has {partitions}"
+            )
+        if item.partition in positions:
+            raise InvalidArgument(f"partition {item.partition} is named twice")
+        positions[item.partition] = item.offset
+    return positions, req.max_messages, req.max_bytes, req.wait_ms, req.tag
+
+
 def _binary_answer(batch: ReadBatch, end_time: int | None, found: list[int]) -> bytes:
     """The binary read framing of a columnar read, cut before the first message stored
     after ``end_time`` (when given): array operations only."""
@@ -343,5 +417,6 @@ async def get_message(request: web.Request) -> web.Response:
 def register(app: web.Application) -> None:
     app.router.add_post("/v1/topics/{topic}/messages", produce)
     app.router.add_get("/v1/topics/{topic}/partitions/{partition}/messages", read_partition)
+    app.router.add_post("/v1/topics/{topic}/fetch", fetch)
     app.router.add_get("/v1/topics/{topic}/keys/{key}", lookup_key)
     app.router.add_get("/v1/messages/{msg_id}", get_message)

@@ -1,4 +1,11 @@
-"""Topic routes: create, list, describe (with owners and offsets across the cluster)."""
+"""Topic routes: create, list, describe (with owners and offsets across the cluster), delete,
+add partitions.
+
+In a cluster, delete and add-partitions change the routing file first (under its lock,
+like create), then this node's store, then every peer's (``scope=local``). A peer that
+cannot be reached catches up from the routing file when it next reads it: a deleted topic
+names the nodes that still have to delete their copy, and a grown topic's partition count
+is applied by ``NodeRuntime.sync_topics_from_routing``."""
 
 from __future__ import annotations
 
@@ -8,7 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from storage_node.errors import MsgStoreError, UnknownTopic
-from storage_node.server.api_models import TopicSpec, parse
+from storage_node.server.api_models import TopicPartitions, TopicSpec, parse
 from storage_node.server.app_keys import runtime_of
 from storage_node.server.message_json import topic_config_to_json
 from storage_node.server.params import json_body, scope_param, topic_param
@@ -30,12 +37,21 @@ async def get_topic_config(rt: NodeRuntime, topic: str) -> Any:
     """The topic's config; a topic only in the routing table is created locally first."""
     store = rt.require_store()
     try:
-        return store.get_topic(topic)
+        cfg = store.get_topic(topic)
     except UnknownTopic:
+        rt.routing.refresh_if_changed()
         if rt.routing.route(topic) is None:
             raise
         await rt.in_thread(rt.sync_topics_from_routing)
         return store.get_topic(topic)
+    route = rt.routing.route(topic)
+    if route is not None and route.partitions != cfg.partitions:  # grown elsewhere
+        rt.routing.refresh_if_changed()
+        route = rt.routing.route(topic)
+        if route is not None and route.partitions > cfg.partitions:
+            await rt.in_thread(rt.sync_topics_from_routing)
+            cfg = store.get_topic(topic)
+    return cfg
 
 
 async def create_topic(request: web.Request) -> web.Response:
@@ -148,7 +164,81 @@ async def describe_topic(request: web.Request) -> web.Response:
     return web.json_response(doc)
 
 
+async def _each_peer(
+    rt: NodeRuntime, method: str, path: str, body: Any = None
+) -> tuple[frozenset[str], dict[str, str]]:
+    """Send the ``scope=local`` form of a topic change to every peer: the ids that did it
+    (a 404, nothing to do there, counts as done) and, per peer that did not, why."""
+    peers = rt.routing.peers()
+    answers = await asyncio.gather(
+        *(rt.peer_call(method, address, path, {"scope": "local"}, body) for _, address in peers),
+        return_exceptions=True,
+    )
+    done: set[str] = set()
+    failed: dict[str, str] = {}
+    for (peer_id, _), answer in zip(peers, answers, strict=True):
+        if isinstance(answer, MsgStoreError):
+            failed[peer_id] = answer.message
+        elif isinstance(answer, BaseException):
+            failed[peer_id] = f"{type(answer).__name__}: {answer}"
+        else:
+            done.add(peer_id)
+    return frozenset(done), failed
+
+
+async def delete_topic(request: web.Request) -> web.Response:
+    """Delete a topic everywhere (``scope=local``: in this node's store only)."""
+    rt = runtime_of(request)
+    topic = topic_param(request)
+    scope = scope_param(request)
+    store = rt.require_writable()
+    rt.routing.refresh_if_changed()  # a peer asked: the file no longer routes the topic
+    if rt.routing.standalone or scope == "local":
+        await rt.in_thread(store.delete_topic, topic)
+        return web.json_response({"name": topic, "deleted": True, "pending_nodes": {}})
+    await rt.in_thread(rt.routing.remove_topic, topic)
+    try:
+        await rt.in_thread(store.delete_topic, topic)
+    except UnknownTopic:
+        pass  # routed but never created here
+    done, failed = await _each_peer(rt, "DELETE", request.rel_url.raw_path)
+    await rt.in_thread(rt.routing.deletion_done, topic, done | {rt.settings.node_id})
+    return web.json_response({"name": topic, "deleted": True, "pending_nodes": failed})
+
+
+async def add_partitions(request: web.Request) -> web.Response:
+    """Raise a topic's partition count to ``partitions`` (only up; the same count is a
+    no-op); ``scope=local``: in this node's store only."""
+    rt = runtime_of(request)
+    topic = topic_param(request)
+    scope = scope_param(request)
+    partitions = parse(TopicPartitions, await json_body(request)).partitions
+    store = rt.require_writable()
+    rt.routing.refresh_if_changed()
+    before = await get_topic_config(rt, topic)
+    failed: dict[str, str] = {}
+    down: dict[str, str] = {}
+    if not rt.routing.standalone and scope == "cluster":
+        if partitions > before.partitions:
+            down = await _unready_peers(rt)
+        await rt.in_thread(rt.routing.grow_topic, topic, partitions, frozenset(down))
+        cfg = await rt.in_thread(store.add_partitions, topic, partitions)
+        if partitions > before.partitions:
+            body = {"partitions": partitions}
+            _done, failed = await _each_peer(rt, "POST", request.rel_url.raw_path, body)
+    else:
+        cfg = await rt.in_thread(store.add_partitions, topic, partitions)
+    doc = topic_with_owners(rt, cfg)
+    doc["previous_partitions"] = before.partitions
+    doc["pending_nodes"] = failed
+    if down:
+        doc["skipped_nodes"] = down
+    return web.json_response(doc)
+
+
 def register(app: web.Application) -> None:
     app.router.add_post("/v1/topics", create_topic)
     app.router.add_get("/v1/topics", list_topics)
     app.router.add_get("/v1/topics/{topic}", describe_topic)
+    app.router.add_delete("/v1/topics/{topic}", delete_topic)
+    app.router.add_post("/v1/topics/{topic}/partitions", add_partitions)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from storage_node.errors import InvalidArgument, NotOwner, TopicConflict
+from storage_node.errors import InvalidArgument, NotOwner, TopicConflict, UnknownTopic
 from storage_node.server.routing_table import (
     RoutingTable,
     TopicRoute,
@@ -168,6 +168,71 @@ class RoutingState:
         table = self.current()
         return [(n.id, n.address) for n in table.nodes if n.id != self.node_id]
 
+    def _update(self, change: Callable[[RoutingTable], RoutingTable | None]) -> RoutingTable:
+        """Apply ``change`` to the file's table under the exclusive lock and write the result
+        (nothing is written when it returns None); the table in force afterwards."""
+        assert self.path
+        with open(self.path + ".lock", "a+") as lock_fh:
+            fcntl.flock(lock_fh, fcntl.LOCK_EX)
+            try:
+                table = read_routing_file(self.path)
+                new = change(table)
+                if new is not None:
+                    write_routing_file(self.path, new)
+                    table = new
+            finally:
+                fcntl.flock(lock_fh, fcntl.LOCK_UN)
+        self.refresh_if_changed()
+        return table
+
+    @staticmethod
+    def _check_managed(table: RoutingTable, what: str) -> None:
+        if table.managed_by != "local":
+            raise TopicConflict(
+                f"topics of this cluster are managed by the {table.managed_by}; {what} there"
+            )
+
+    def remove_topic(self, name: str) -> RoutingTable:
+        """Delete a topic from a ``local``-managed file; every node is marked as still
+        having to delete its copy (``deletion_done`` clears them)."""
+
+        def change(table: RoutingTable) -> RoutingTable:
+            if name not in table.topics:
+                raise UnknownTopic(f"unknown topic {name!r}", topic=name)
+            self._check_managed(table, f"remove {name!r}")
+            return table.without_topic(name)
+
+        return self._update(change)
+
+    def deletion_done(self, name: str, node_ids: frozenset[str]) -> None:
+        """Record that these nodes deleted their copy of a deleted topic."""
+        if name in self.table.pending_deletions():
+            self._update(lambda table: table.with_deletion_done(name, node_ids))
+
+    def grow_topic(
+        self, name: str, partitions: int, exclude: frozenset[str] = frozenset()
+    ) -> TopicRoute:
+        """Raise a topic's partition count in a ``local``-managed file (idempotent); a
+        lower count is refused and changes nothing."""
+
+        def change(table: RoutingTable) -> RoutingTable | None:
+            route = table.topics.get(name)
+            if route is None:
+                raise UnknownTopic(f"unknown topic {name!r}", topic=name)
+            if partitions < route.partitions:
+                raise InvalidArgument(
+                    f"topic {name!r} has {route.partitions} partitions; partitions can only "
+                    f"be added, not removed (asked for {partitions})",
+                    topic=name,
+                    partitions=route.partitions,
+                )
+            if partitions == route.partitions:
+                return None
+            self._check_managed(table, f"change {name!r}")
+            return table.with_partitions(name, partitions, exclude)
+
+        return self._update(change).topics[name]
+
     def add_topic(
         self,
         name: str,
@@ -196,6 +261,13 @@ class RoutingState:
                         )
                     route = existing
                 else:
+                    pending = table.pending_deletions().get(name)
+                    if pending:
+                        raise TopicConflict(
+                            f"topic {name!r} was deleted but nodes {', '.join(pending)} have not "
+                            "deleted their copy yet (down?); start them, then create it again",
+                            pending_nodes=pending,
+                        )
                     if table.managed_by != "local":
                         raise TopicConflict(
                             f"topics of this cluster are managed by the {table.managed_by}; "

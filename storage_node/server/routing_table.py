@@ -17,6 +17,7 @@ ROUTING_FORMAT = 1
 TOPIC_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 MANAGED_BY = ("local", "operator", "standalone")
 COMPRESSIONS = ("none", "lz4")
+DELETED_TOPICS = "deleted_topics"
 
 
 def check_topic_name(name: object) -> str:
@@ -192,6 +193,68 @@ class RoutingTable:
             self.replication_factor,
             self.min_in_sync,
         )
+
+    # -- deleting topics and adding partitions ----------------------------------------------
+    def pending_deletions(self) -> dict[str, list[str]]:
+        """Deleted topics -> ids of the nodes that have not deleted their copy yet.
+
+        Kept in the document's ``deleted_topics`` (see docs/ROUTING.md); a node that was
+        down when a topic was deleted deletes it when it next reads the table."""
+        doc = self.raw.get(DELETED_TOPICS)
+        if not isinstance(doc, dict):
+            return {}
+        out = {}
+        for name, entry in doc.items():
+            pending = entry.get("pending") if isinstance(entry, dict) else None
+            if isinstance(pending, list) and pending:
+                out[str(name)] = [str(n) for n in pending]
+        return out
+
+    def _with_deletions(
+        self, topics: dict[str, TopicRoute], deletions: dict[str, Any]
+    ) -> RoutingTable:
+        raw = copy.deepcopy(self.raw)
+        raw[DELETED_TOPICS] = deletions
+        if not deletions:
+            del raw[DELETED_TOPICS]
+        return RoutingTable(self.generation + 1, self.managed_by, self.nodes, topics, raw)
+
+    def without_topic(self, name: str) -> RoutingTable:
+        """A new table (generation + 1) without the topic; every node must still delete it."""
+        topics = {n: r for n, r in self.topics.items() if n != name}
+        deletions = copy.deepcopy(self.raw.get(DELETED_TOPICS) or {})
+        deletions[name] = {"generation": self.generation + 1, "pending": [n.id for n in self.nodes]}
+        return self._with_deletions(topics, deletions)
+
+    def with_deletion_done(self, name: str, node_ids: frozenset[str]) -> RoutingTable | None:
+        """The table once these nodes deleted their copy (None when nothing changes)."""
+        pending = self.pending_deletions().get(name, [])
+        left = [n for n in pending if n not in node_ids]
+        if left == pending:
+            return None
+        deletions = copy.deepcopy(self.raw.get(DELETED_TOPICS) or {})
+        if left:
+            deletions[name]["pending"] = left
+        else:
+            del deletions[name]
+        return self._with_deletions(dict(self.topics), deletions)
+
+    def with_partitions(
+        self, name: str, partitions: int, exclude: frozenset[str] = frozenset()
+    ) -> RoutingTable:
+        """A new table (generation + 1) where the topic has ``partitions`` partitions: the
+        existing ones keep their owners, the new ones are spread as ``with_topic`` does."""
+        route = self.topics[name]
+        nodes = [n for n in self.nodes if n.id not in exclude] or list(self.nodes)
+        already = sum(r.partitions for r in self.topics.values())
+        extra = tuple(
+            nodes[(already + i) % len(nodes)].id for i in range(partitions - route.partitions)
+        )
+        topics = dict(self.topics)
+        topics[name] = TopicRoute(
+            name, partitions, route.compression, route.retention_hours, route.owners + extra
+        )
+        return RoutingTable(self.generation + 1, self.managed_by, self.nodes, topics, self.raw)
 
 
 def _node_json(node: NodeEntry) -> dict[str, str]:

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import aiohttp
 import numpy as np
 
-from storage_node.errors import DiskFull, MsgStoreError, Unavailable
+from storage_node.errors import DiskFull, MsgStoreError, Unavailable, UnknownTopic
 from storage_node.replication.replicas import LogHost
 from storage_node.server.routing_state import RoutingState
 from storage_node.server.settings import NodeSettings
@@ -175,9 +175,28 @@ class NodeRuntime:
             return
         from storage_node.store import TopicConfig
 
+        table = self.routing.table
+        deleted = frozenset(
+            name
+            for name, pending in table.pending_deletions().items()
+            if self.settings.node_id in pending and name not in table.topics
+        )
+        # every store this node holds: its own, or with replicated logs each log's copy
         stores = self.replicas.all_stores() if self.replicas is not None else [self.store]
-        for name, route in self.routing.table.topics.items():
-            for store in stores:
+        for store in stores:
+            for name in deleted:  # deleted while this node was away
+                try:
+                    store.delete_topic(name)
+                except UnknownTopic:
+                    pass
+            local = {t.name: t for t in store.list_topics()}
+            for name, route in table.topics.items():
+                if name in local and local[name].partitions < route.partitions:
+                    try:  # partitions added while this node was away
+                        store.add_partitions(name, route.partitions)
+                    except MsgStoreError as exc:
+                        log.error("cannot add partitions to routed topic %s: %s", name, exc)
+                    continue
                 try:
                     store.create_topic(
                         TopicConfig(
@@ -189,11 +208,25 @@ class NodeRuntime:
                     )
                 except MsgStoreError as exc:
                     log.error("cannot create routed topic %s: %s", name, exc)
+        for name in deleted:
+            self.routing.deletion_done(name, frozenset({self.settings.node_id}))
 
     async def peer_get(self, address: str, path: str, params: dict[str, str]) -> Any:
         """GET a JSON document from another node (same token); None for a 404.
 
         Raises Unavailable when the peer cannot answer, so callers can report it."""
+        return await self.peer_call("GET", address, path, params)
+
+    async def peer_call(
+        self,
+        method: str,
+        address: str,
+        path: str,
+        params: dict[str, str],
+        json_body: Any = None,
+    ) -> Any:
+        """``peer_get`` with any method and an optional JSON body; a peer's typed error
+        other than 404 comes back as Unavailable naming its answer."""
         if self.peer_session is None:
             # Peers are verified against the cluster's CA (https addresses only).
             ssl_ctx = client_context(self.settings.tls_ca or None)
@@ -208,13 +241,20 @@ class NodeRuntime:
         if self.settings.token:
             headers["Authorization"] = f"Bearer {self.settings.token}"
         try:
-            async with self.peer_session.get(
-                address + path, params=params, headers=headers
+            async with self.peer_session.request(
+                method, address + path, params=params, headers=headers, json=json_body
             ) as resp:
                 if resp.status == 404:
                     return None
                 if resp.status != 200:
-                    raise Unavailable(f"node {address} answered {resp.status} for {path}")
+                    try:
+                        reason = (await resp.json())["error"]["message"]
+                    except (ValueError, KeyError, TypeError, aiohttp.ContentTypeError):
+                        reason = ""
+                    raise Unavailable(
+                        f"node {address} answered {resp.status} for {method} {path}"
+                        + (f": {reason}" if reason else "")
+                    )
                 return await resp.json()
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise Unavailable(f"node {address} is unreachable: {exc}") from None

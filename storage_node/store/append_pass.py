@@ -25,6 +25,7 @@ from storage_node.store.dedup import DedupTable
 from storage_node.store.key_index_set import KeyIndexSet
 from storage_node.store.msg_id_index import MsgIdIndexes
 from storage_node.store.queues import PartitionQueues
+from storage_node.store.topics import TopicRegistry
 from storage_node.store.types import AppendColumns, TopicConfig
 
 
@@ -47,6 +48,7 @@ class AppendPass:
         max_message_bytes: int,
         check_open: Callable[[], None],
         last_store_ms: int = 0,
+        topics: TopicRegistry | None = None,
     ) -> None:
         self.log = log
         self.queues = queues
@@ -60,6 +62,7 @@ class AppendPass:
         self.check_open = check_open
         self.last_store_ms = last_store_ms  # store times never go back, even if the clock does
         self._rr: dict[str, int] = {}
+        self.topics = topics  # for the current config and deleted topics' records
 
     def write(self, tickets: list[Ticket]) -> None:
         """Write the waiting batches (append lock held): per topic, duplicates answered from
@@ -74,6 +77,9 @@ class AppendPass:
             seen: dict[tuple[str, int], Ticket] = {}
             try:
                 self.check_open()
+                cfg = group[0].cfg
+                if self.topics is not None:  # current: deleted (UnknownTopic) or grown since
+                    cfg = self.topics.get(cfg.name)
                 for t in group:
                     # (producer id and sequence come together: Store._start_append)
                     if t.producer_id is not None and t.sequence is not None:
@@ -89,9 +95,9 @@ class AppendPass:
                             continue
                         seen[key] = t
                     fresh.append(t)
-                fresh, prep = self._prepare_group(group[0].cfg, fresh)
+                fresh, prep = self._prepare_group(cfg, fresh)
                 if fresh and prep is not None:
-                    results = self._write_topic(group[0].cfg, prep, fresh)
+                    results = self._write_topic(cfg, prep, fresh)
                     for t, result in zip(fresh, results, strict=True):
                         t.result = result
                 for t, first in repeats:
@@ -156,11 +162,14 @@ class AppendPass:
         if pos is None or not self.log.start_pos <= pos < self.log.end:
             return False
         try:
-            return bool(self.log.read(pos).msg_id == str(mid))
+            rec = self.log.read(pos)
         except CorruptData:
             # no record row at ``pos``: an index entry left by a batch a crash cut off (its
             # position was handed out again), so the ID is not stored there
             return False
+        if self.topics is not None and not self.topics.visible(rec.topic, pos):
+            return False  # an ID of a deleted topic's record is free again
+        return rec.msg_id == str(mid)
 
     def _next_partition(self, topic: str, nparts: int, allowed: set[int] | None) -> int:
         rr = self._rr.get(topic, 0)

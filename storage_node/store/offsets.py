@@ -6,7 +6,7 @@ import json
 import os
 import threading
 
-from storage_node.backend.files import atomic_write, ensure_dir
+from storage_node.backend.files import atomic_write, ensure_dir, fsync_dir, remove_file
 
 
 class OffsetStore:
@@ -39,3 +39,27 @@ class OffsetStore:
         with self._lock:
             g = self.groups.get(group, {})
             return {t: dict(ps) for t, ps in g.items() if topic is None or t == topic}
+
+    def has_topic(self, topic: str) -> bool:
+        with self._lock:
+            return any(topic in g for g in self.groups.values())
+
+    def drop_topic(self, topic: str) -> list[str]:
+        """Forget every group's offsets of a deleted topic; returns the groups touched (a
+        group left with no offsets is removed)."""
+        touched = []
+        with self._lock:
+            for group, g in list(self.groups.items()):
+                if g.pop(topic, None) is None:
+                    continue
+                touched.append(group)
+                path = os.path.join(self.root, group + ".json")
+                if g:
+                    data = {t: {str(p): o for p, o in ps.items()} for t, ps in g.items()}
+                    atomic_write(path, json.dumps(data, sort_keys=True).encode())
+                else:
+                    del self.groups[group]
+                    remove_file(path)
+            if touched:
+                fsync_dir(self.root)
+        return touched

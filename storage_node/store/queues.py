@@ -8,8 +8,10 @@ drops entries whose records expired with their segment.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import ItemsView, Iterator, ValuesView
 
+from storage_node.backend.files import fsync_dir
 from storage_node.formats.queue_index import QueueIndex
 
 
@@ -53,6 +55,20 @@ class PartitionQueues:
         ``log_start`` (they expired with their segment)."""
         for q in list(self._queues.values()):
             drop_before_position(q, log_start)
+
+    def remove_topic(self, topic: str) -> bool:
+        """Close a (deleted) topic's queues and remove its folder; True if there was one."""
+        for key in [k for k in self._queues if k[0] == topic]:
+            self._queues.pop(key).close()
+        path = os.path.join(self.root, topic)
+        if not os.path.isdir(path):
+            return False
+        shutil.rmtree(path)
+        fsync_dir(self.root)
+        return True
+
+    def has_folder(self, topic: str) -> bool:
+        return os.path.isdir(os.path.join(self.root, topic))
 
     def close(self) -> None:
         for q in self._queues.values():

@@ -214,7 +214,12 @@ class Reads:
             if pos < start or pos >= end:
                 continue
             rec = self.log.read(pos)
-            if rec.key == key and rec.topic == topic and begin_ms <= rec.store_ms <= end_ms:
+            if (
+                rec.key == key
+                and rec.topic == topic
+                and begin_ms <= rec.store_ms <= end_ms
+                and self.topics.visible(topic, pos)  # not of a deleted incarnation
+            ):
                 out.append(to_message(rec))
                 if len(out) >= max_count:
                     return LookupResult(out, True)
@@ -228,7 +233,7 @@ class Reads:
         if pos is None or not self.log.start_pos <= pos < self.log.end:
             raise NotFound(f"no message with ID {msg_id!r}", msg_id=msg_id)
         rec = self.log.read(pos)
-        if rec.msg_id != msg_id:
+        if rec.msg_id != msg_id or not self.topics.visible(rec.topic, pos):
             raise NotFound(f"no message with ID {msg_id!r}", msg_id=msg_id)
         return to_message(rec)
 

@@ -229,8 +229,11 @@ class LogLoader:
     def _recover_queues(self, ck: Checkpoint | None, clean: bool) -> None:
         saved = ck.queues if ck is not None else {}
         for cfg in self.topics.all():
+            mine = saved.get(cfg.name, {})
+            if ck is not None and ck.log_end < self.topics.floor(cfg.name):
+                mine = {}  # saved before the topic was deleted: the old incarnation's offsets
             for p in range(cfg.partitions):
-                nxt = saved.get(cfg.name, {}).get(str(p))
+                nxt = mine.get(str(p))
                 if nxt is None and not clean:
                     nxt = 0  # topic created after the checkpoint: every record is replayed
                 self.queues.get(cfg.name, p, nxt)
@@ -304,6 +307,11 @@ class LogLoader:
         """Index verified frames of one batch (log positions given) as its append did."""
         first = frames[0][2]
         topic = first.topic.decode()
+        floor = self.topics.floor(topic)
+        if frames[0][1] < floor:  # records of a deleted incarnation are never indexed again
+            live = [f for f in frames if f[1] >= floor]
+            skipped = sum(h.count for _frame, pos, h in frames if pos < floor)
+            return skipped + (self._index_frames(live, covered) if live else 0)
         self.last_store_ms = max(self.last_store_ms, first.store_ms)
         rows_parts, pos_parts, key_parts, id_parts = [], [], [], []
         tags: list[tuple[int, int]] = []  # (record number, tag hash)

@@ -61,6 +61,12 @@ from storage_node.store.queues import PartitionQueues
 from storage_node.store.reads import MAX_LOOKUP, MAX_READ_MESSAGES, Reads
 from storage_node.store.recovery import LogLoader
 from storage_node.store.stats import describe, new_counters
+from storage_node.store.topic_admin import (
+    add_partitions,
+    clear_leftovers,
+    delete_topic,
+    purge_leftovers,
+)
 from storage_node.store.topics import TopicRegistry
 from storage_node.store.types import (
     AppendColumns,
@@ -157,6 +163,7 @@ class Store:
             config.max_message_bytes,
             self._check_open,
             last_store_ms,
+            topics=self.topics,
         )
         self.reads = Reads(
             self.log,
@@ -206,6 +213,7 @@ class Store:
         ).load()
         self.appender.last_store_ms = max(self.appender.last_store_ms, loaded.last_store_ms)
         self.recovery_report = loaded.report.as_dict()
+        self.recovery_report["deleted_topics_purged"] = purge_leftovers(self)
         self.log.start()
 
     @property
@@ -309,9 +317,22 @@ class Store:
         with self._lock:
             created = self.topics.create(config)
             cfg = self.topics.get(config.name)
+            if created and config.name in self.topics.deleted:
+                clear_leftovers(self, cfg.name)  # of a deleted incarnation (a crash mid-delete)
             for p in range(cfg.partitions):
                 self.queue(cfg.name, p)
             return created
+
+    def delete_topic(self, name: str) -> TopicConfig:
+        """Delete a topic: gone from listings, its records unreachable, its groups' offsets
+        dropped; a topic created again under the name starts empty (see topic_admin.py)."""
+        self._check_open()
+        return delete_topic(self, name)
+
+    def add_partitions(self, name: str, partitions: int) -> TopicConfig:
+        """Raise a topic's partition count (only up; see topic_admin.py); the new config."""
+        self._check_open()
+        return add_partitions(self, name, partitions)
 
     def get_topic(self, name: str) -> TopicConfig:
         return self.topics.get(name)

@@ -20,6 +20,7 @@ del doc["paths"]["/v1/admin/drain"]
 # every created topic costs files and fsyncs per partition: keep fuzzed topics small (the
 # 1..1024 bounds themselves are tested in test_api.py)
 doc["components"]["schemas"]["TopicSpec"]["properties"]["partitions"]["maximum"] = 4
+doc["components"]["schemas"]["TopicPartitions"]["properties"]["partitions"]["maximum"] = 4
 # a long poll waits for its time when nothing arrives: keep fuzzed waits short
 _read = doc["paths"]["/v1/topics/{topic}/partitions/{partition}/messages"]["get"]
 next(p for p in _read["parameters"] if p["name"] == "wait_ms")["schema"]["maximum"] = 20
