@@ -25,7 +25,11 @@ class FollowerState:
 
 class InSyncTracker:
     def __init__(self, followers: list[str], min_in_sync: int, max_lag_s: float = 10.0) -> None:
-        self.followers = {f: FollowerState() for f in followers}
+        # a new leader counts every follower in sync until it misses ``max_lag_s`` (as a
+        # Kafka ISR starts with every replica): writes wait for real acknowledgements
+        # either way, this only decides when to fail fast
+        now = time.monotonic()
+        self.followers = {f: FollowerState(0, now, now) for f in followers}
         self.min_in_sync = min_in_sync
         self.max_lag_s = max_lag_s
         self._changed = asyncio.Event()  # replaced at every acknowledgement
