@@ -8,20 +8,9 @@ with a timer, and such a finalizer blocks deleting a store (or its namespace) wh
 operator is not running. Deletion needs no handler: every child carries an owner reference
 and the garbage collector removes it.
 
-Settings (environment variables of the operator process):
-
-* ``MSGSTORE_OPERATOR_INTERVAL_S``: seconds between status refreshes (default 10);
-* ``MSGSTORE_OPERATOR_CLUSTER_DOMAIN``: DNS domain of the cluster (default cluster.local);
-* ``MSGSTORE_NODE_IMAGE`` / ``MSGSTORE_SPARK_IMAGE``: images used when a spec names none;
-* ``MSGSTORE_OPERATOR_TLS``, ``MSGSTORE_OPERATOR_NETWORK_POLICY`` (default true): whether a
-  store whose spec does not say gets HTTPS / a NetworkPolicy;
-* ``MSGSTORE_OPERATOR_RESTRICTED_PODS`` (default true): Pod Security "restricted" contexts
-  on node pods (false only for development images that need root);
-* ``MSGSTORE_OPERATOR_CERT_VALIDITY_DAYS`` (default 90): node certificate lifetime when a
-  spec does not say (renewed after two thirds of it);
-* ``MSGSTORE_OPERATOR_NAMESPACE``: the operator's namespace, let through the NetworkPolicy;
-* ``MSGSTORE_OPERATOR_CLAIM_GRACE_S`` (default 120): how long a volume claim may stay
-  Pending before the store is Degraded.
+Settings: environment variables read once at start-up into an ``OperatorSettings``
+(config.py; names and defaults in docs/CONFIG.md), kept in the operator's memo with the rest
+of its state; a bad value stops the operator before it connects.
 
 Which namespaces are watched is kopf's choice: ``--namespace=NS`` or ``--all-namespaces``.
 """
@@ -31,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -43,43 +31,11 @@ import urllib3
 from kubernetes.client.rest import ApiException
 
 from . import API_VERSION, GROUP, KIND, PLURAL, VERSION
+from .config import OperatorSettings, SettingsError, read_settings
 from .kube import Kube
 from .reconcile import NotYet, Outcome, SpecProblem, reconcile
-from .spec import SecurityDefaults
 from .status import DEGRADED, changed_fields, set_condition
 
-INTERVAL_S = float(os.environ.get("MSGSTORE_OPERATOR_INTERVAL_S", "10"))
-CLUSTER_DOMAIN = os.environ.get("MSGSTORE_OPERATOR_CLUSTER_DOMAIN", "cluster.local")
-DEFAULT_IMAGES = (os.environ.get("MSGSTORE_NODE_IMAGE"), os.environ.get("MSGSTORE_SPARK_IMAGE"))
-
-
-def security_defaults_from_env(env: Mapping[str, str]) -> SecurityDefaults:
-    """The chart's tls / networkPolicy / podSecurity values, as the operator receives them."""
-
-    def flag(name: str, default: bool) -> bool:
-        raw = env.get(name, "").strip().lower()
-        if not raw:
-            return default
-        if raw in ("1", "true", "yes", "on"):
-            return True
-        if raw in ("0", "false", "no", "off"):
-            return False
-        raise SystemExit(f"{name}={raw!r}: expected true or false")
-
-    days = env.get("MSGSTORE_OPERATOR_CERT_VALIDITY_DAYS", "90")
-    if not days.isdigit() or not 1 <= int(days) <= 3650:
-        raise SystemExit(f"MSGSTORE_OPERATOR_CERT_VALIDITY_DAYS={days!r}: expected 1..3650")
-    return SecurityDefaults(
-        tls=flag("MSGSTORE_OPERATOR_TLS", True),
-        network_policy=flag("MSGSTORE_OPERATOR_NETWORK_POLICY", True),
-        restricted_pods=flag("MSGSTORE_OPERATOR_RESTRICTED_PODS", True),
-        certificate_validity_days=int(days),
-    )
-
-
-SECURITY_DEFAULTS = security_defaults_from_env(os.environ)
-OPERATOR_NAMESPACE = os.environ.get("MSGSTORE_OPERATOR_NAMESPACE") or None
-CLAIM_GRACE_S = float(os.environ.get("MSGSTORE_OPERATOR_CLAIM_GRACE_S", "120"))
 PREFIX = "msgstore.io"
 
 log = logging.getLogger("msgstore_operator")
@@ -91,6 +47,7 @@ class OperatorState:
     per-store memos are shallow copies of it, so every handler sees the same object)."""
 
     kube: Kube
+    settings: OperatorSettings
     # One pass at a time per store: the handlers and the status loop never interleave, and
     # each pass reads the store afresh under the lock, so a pass never applies a superseded
     # spec.
@@ -144,17 +101,17 @@ def run_pass(
 
 
 def _reconcile_body(state: OperatorState, body: dict[str, Any]) -> Outcome:
-    k = state.kube
+    k, config = state.kube, state.settings
     try:
         outcome = reconcile(
             k,
             body,
-            CLUSTER_DOMAIN,
+            config.cluster_domain,
             now_text(),
-            DEFAULT_IMAGES,
-            SECURITY_DEFAULTS,
-            OPERATOR_NAMESPACE,
-            CLAIM_GRACE_S,
+            config.default_images,
+            config.security,
+            config.namespace,
+            config.claim_grace_s,
         )
     except SpecProblem as exc:
         _warn(state, body, "InvalidSpec", str(exc))
@@ -224,8 +181,13 @@ def messagestores(namespace: str | None, name: str | None, **_: Any) -> dict[tup
 
 @kopf.on.startup()
 async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> None:
-    """Keep kopf's bookkeeping in our own annotations (the status schema is strict), and
-    start the status loop."""
+    """Read the operator's settings, keep kopf's bookkeeping in our own annotations (the
+    status schema is strict), and start the status loop."""
+    try:
+        config = read_settings()
+    except SettingsError as exc:  # the operator stops: a permanent failure at start-up
+        raise kopf.PermanentError(f"bad operator setting: {exc}") from exc
+    log.info("operator settings: %s", config)
     # kopf passes its indices by name; its ActivityFn protocol has no parameter for them.
     stores: kopf.Index[tuple[str, str], bool] = kwargs["messagestores"]
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
@@ -237,7 +199,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: 
     settings.posting.enabled = False
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 60
-    state = OperatorState(await asyncio.to_thread(connect))
+    state = OperatorState(await asyncio.to_thread(connect), config)
     memo.state = state
     state.loop_task = asyncio.create_task(status_loop(state, stores))
 
@@ -289,10 +251,10 @@ def refresh_one(state: OperatorState, namespace: str, name: str) -> None:
 
 
 async def status_loop(state: OperatorState, stores: kopf.Index[tuple[str, str], bool]) -> None:
-    """Every INTERVAL_S: refresh every store of the index (one at a time, in a worker
+    """Every ``interval_s``: refresh every store of the index (one at a time, in a worker
     thread)."""
     while True:
-        await asyncio.sleep(INTERVAL_S)
+        await asyncio.sleep(state.settings.interval_s)
         known = list(stores)
         for namespace, name in known:
             try:

@@ -1,11 +1,13 @@
-"""Store configuration; every field has a default and can come from the environment."""
+"""Store configuration; every field has a default.
+
+A node reads these fields from its config file, MSGSTORE_* environment variables and flags
+in one place, ``storage_node/server/settings.py`` (pydantic-settings); the store itself reads
+no environment. Names and defaults: docs/CONFIG.md.
+"""
 
 from __future__ import annotations
 
-import dataclasses
-import os
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass
 
 from storage_node.errors import InvalidArgument
 
@@ -55,23 +57,3 @@ class StoreConfig:
         if self.index_slots >= 2**32 or self.index_items >= 2**32:
             raise InvalidArgument("index_slots and index_items must fit in 32 bits")
         return self
-
-    @classmethod
-    def from_env(cls, prefix: str = "MSGSTORE_", **overrides: object) -> StoreConfig:
-        """Fields from ``<prefix><FIELD>`` variables (e.g. MSGSTORE_FLUSH_MODE), then overrides."""
-        values: dict[str, Any] = {}
-        for f in fields(cls):
-            raw = os.environ.get(prefix + f.name.upper())
-            if raw is None:
-                continue
-            default = f.default
-            if default is None or isinstance(default, str):
-                values[f.name] = raw
-            elif isinstance(default, bool):
-                values[f.name] = raw.lower() in ("1", "true", "yes")
-            elif isinstance(default, int):
-                values[f.name] = int(raw)
-            else:
-                values[f.name] = float(raw)
-        values.update(overrides)
-        return dataclasses.replace(cls(), **values).validate()

@@ -70,6 +70,12 @@ class Reads:
         p = check_int("partition", partition, 0, cfg.partitions - 1)
         return cfg, self.queues.get(topic, p)
 
+    def partition_offsets(self, topic: str) -> list[tuple[int, int]]:
+        """(first offset, next offset) of each partition of ``topic``."""
+        cfg = self.topics.get(topic)
+        queues = [self.queues.get(topic, p) for p in range(cfg.partitions)]
+        return [(q.first_offset, q.next_offset) for q in queues]
+
     def read_args(
         self,
         topic: str,
@@ -107,6 +113,15 @@ class Reads:
         max_bytes: int = 1 << 20,
         tag: str | None = None,
     ) -> ReadResult:
+        """Messages from ``offset`` on; at least one if any, then up to the limits.
+
+        The definition, record by record: walk the offsets from ``offset``; skip a record
+        whose tag is not ``tag`` (when given; at most TAG_SCAN_LIMIT offsets are looked at,
+        in steps of 1,000); stop before a record whose value would take the values past
+        ``max_bytes`` (unless nothing was taken yet) and after ``max_messages``. A record
+        that cannot be served (corrupt frame, lost entry) raises CorruptData when the walk
+        reaches it. ``read_columns`` computes exactly this with arrays; this method returns
+        its answer as ``Message`` objects."""
         batch = self.read_columns(topic, partition, offset, max_messages, max_bytes, tag)
         return ReadResult(batch.messages(), batch.next_offset)
 

@@ -28,6 +28,11 @@ def new_counters() -> dict:
     return dict.fromkeys(COUNTERS, 0)
 
 
+def count(counters: dict, name: str) -> None:
+    """One more of ``name`` (a counter that appears when first counted)."""
+    counters[name] = counters.get(name, 0) + 1
+
+
 def describe(
     counters: dict,
     log: CommitLog,

@@ -1,69 +1,45 @@
 """The store: one node's topics, appends, reads, offsets and checkpoints, as a façade.
 
-Each concern is a part with a module of its own, and this class wires them together:
-
-* ``commitlog.CommitLog``        the log and its write cache; the derived indexes
-  (``queues.PartitionQueues``, ``key_index_set.KeyIndexSet``, ``msg_id_index.MsgIdIndexes``)
-  and the idempotency table (``dedup.DedupTable``);
-* ``group_commit.GroupCommit``   producers queue batches; a leader writes them together and
-  waits for the one fsync that covers them (``sync``), or not (``async``);
-* ``append_pass.AppendPass``     what one group's pass does: check, number, encode, write,
-  index;
-* ``reads.Reads``                reads by offset (``columnar`` decodes them), by key, by ID, by
-  time;
-* ``recovery.LogLoader``         recovery at open (and after a failed write), which returns
-  its report;
-* ``checkpointer.Checkpointer``  the indexes made durable up to a log position, recorded;
-* ``lifecycle.Lifecycle``        seal, compact, upload, expire; remote compaction;
-* ``maintenance.Maintenance``    the background thread; ``stats`` the counters and stats.
-
-The parts are handed what they work on and never see the Store. After a failed write the
-parts are rebuilt from disk (as after a crash), so the Store holds them, not the reverse.
-
-Over 400 lines on purpose: it is the engine's whole public API (docs/ENGINE_API.md), each
-method with its contract, plus the wiring of the parts; the work is in the parts.
+It wires parts that each have a module: ``parts.Parts`` is what is rebuilt from disk at open
+and after a failed write (the commit log, the derived indexes, the idempotency table, and
+``AppendPass``, ``Reads``, ``Checkpointer``, ``Lifecycle`` working on them, filled by
+``recovery.LogLoader``); ``appends.Appends`` the append entry points, queueing into
+``group_commit.GroupCommit``; ``consumer_groups``, ``topics``, ``maintenance`` (the background
+thread) and ``stats``. The parts are handed what they work on and never see the Store. Each
+public method keeps its contract here (docs/ENGINE_API.md); the work is in the parts. A
+little over 400 lines for that reason: the whole public API, every signature as callers use it.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import fcntl
 import os
 import threading
 from collections.abc import Sequence
-from operator import attrgetter
 from typing import Any
 
 from storage_node.backend.files import ensure_dir
 from storage_node.backend.objectstore import ObjectStore, open_object_store
-from storage_node.errors import InvalidArgument, InvalidBatch, OffsetOutOfRange, Unavailable
+from storage_node.errors import Unavailable
 from storage_node.formats.checkpoint import Checkpoint
 from storage_node.formats.message_id import ip_to_int
-from storage_node.formats.packed import ListBatch, PackedBatch, check_list_shapes
+from storage_node.formats.packed import PackedBatch
 from storage_node.formats.queue_index import QueueIndex
-from storage_node.formats.record import MAX_PRODUCER_BYTES
-from storage_node.store.append_pass import AppendPass
-from storage_node.store.arguments import check_int
-from storage_node.store.batches import Ticket, check_batch_size
-from storage_node.store.checkpointer import Checkpointer
+from storage_node.store.appends import Appends
 from storage_node.store.columnar import ReadBatch
-from storage_node.store.commitlog import CommitLog
 from storage_node.store.config import StoreConfig
-from storage_node.store.dedup import DedupTable
+from storage_node.store.consumer_groups import ConsumerGroups
+from storage_node.store.directory_lock import DirectoryLock
 from storage_node.store.group_commit import GroupCommit
-from storage_node.store.key_index_set import KeyIndexSet
-from storage_node.store.lifecycle import Lifecycle
-from storage_node.store.maintenance import Maintenance, count_error
-from storage_node.store.msg_id_index import MsgIdIndexes
-from storage_node.store.names import check_name
+from storage_node.store.maintenance import Maintenance
 from storage_node.store.offsets import OffsetStore
-from storage_node.store.queues import PartitionQueues
-from storage_node.store.reads import MAX_LOOKUP, MAX_READ_MESSAGES, Reads
-from storage_node.store.recovery import LogLoader
-from storage_node.store.stats import describe, new_counters
+from storage_node.store.parts import Parts, Shared
+from storage_node.store.pools import LazyPool
+from storage_node.store.reads import MAX_LOOKUP, MAX_READ_MESSAGES
+from storage_node.store.stats import count, describe, new_counters
 from storage_node.store.topic_admin import (
     add_partitions,
-    clear_leftovers,
+    create_topic,
     delete_topic,
     purge_leftovers,
 )
@@ -81,8 +57,6 @@ from storage_node.store.types import (
 
 __all__ = ["MAX_LOOKUP", "MAX_READ_MESSAGES", "Store"]
 
-_FIELDS = attrgetter("value", "key", "tag", "msg_id", "timestamp", "partition")
-
 
 class Store:
     """One node's segment store. Thread-safe; open with ``Store.open(config)``."""
@@ -93,128 +67,75 @@ class Store:
         configured = open_object_store(config.object_store_url) if config.object_store_url else None
         root = self.root = os.path.abspath(config.data_dir)
         ensure_dir(root)
-        self._lock_fd: int | None = os.open(
-            os.path.join(root, "LOCK"), os.O_RDWR | os.O_CREAT, 0o644
-        )
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(self._lock_fd)
-            raise Unavailable(f"data directory is in use by another store: {exc}") from exc
+        self._dir_lock = DirectoryLock(root)
         self.ready = False
         self._closed = False
         self._lock = threading.RLock()  # the append lock
         self._ckpt_lock = threading.Lock()
-        self._maint_lock = threading.Lock()  # one compaction/upload/expiry at a time
         self.checkpoint_path = os.path.join(root, "checkpoint")
         self.topics = TopicRegistry(os.path.join(root, "topics.json"))
         self.offsets = OffsetStore(os.path.join(root, "offsets"))
         self.objects: ObjectStore = configured or open_object_store(os.path.join(root, "objects"))
         self.node_ip = ip_to_int(config.node_ip)
         self.counters = new_counters()
-        self.recovery_report: dict = {}
         self.saved_checkpoint: Checkpoint | None = None  # the last one on disk
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
-        self._syncer: concurrent.futures.ThreadPoolExecutor | None = None
-        self._build_parts()
+        self._syncer = LazyPool(4, "msgstore-sync")  # fsyncs of index files (checkpoints)
+        self._use(
+            Parts(
+                Shared(
+                    self.config,
+                    root,
+                    self.checkpoint_path,
+                    self.topics,
+                    self.objects,
+                    self.counters,
+                    self.node_ip,
+                    threading.Lock(),
+                    self._check_open,
+                    lambda: self.checkpoint(clean=False),
+                    lambda: self.saved_checkpoint,
+                    self._syncer.get,
+                    lambda: purge_leftovers(self),
+                )
+            )
+        )
         self.group_commit = GroupCommit(
             self._lock,
             lambda group: self.appender.write(group),
             lambda end: self.log.wait_durable(end),
             self.log.sync_mode,
         )
+        self.appends = Appends(
+            self.topics,
+            self.group_commit,
+            self._check_open,
+            self._resume_after_write_error,
+            lambda: self.log.backpressure(),
+        )
+        self.groups = ConsumerGroups(
+            self.offsets, self.topics, lambda t, p: self.reads.partition(t, p), self._check_open
+        )
         self.maintenance = Maintenance(
             config.checkpoint_interval_s,
             config.lifecycle_interval_s,
             lambda: self.checkpoint(clean=False),
             lambda: self.lifecycle.run_once(),
-            self._prepare_spare,
+            lambda: self.parts.prepare_spare(),
             self.counters,
         )
 
-    def _build_parts(self, last_store_ms: int = 0) -> None:
-        """The commit log, the derived indexes and the parts working on them: what recovery
-        fills in (again after a failed write)."""
-        config, root = self.config, self.root
-        self.log = CommitLog(
-            os.path.join(root, "commitlog"),
-            config.segment_bytes,
-            config.flush_mode,
-            config.flush_max_messages,
-            config.flush_max_bytes,
-            config.flush_max_age_ms,
-            config.async_fsync_interval_ms,
-            config.async_fsync_bytes,
-        )
-        self.keyidx = KeyIndexSet(
-            os.path.join(root, "index"), config.index_slots, config.index_items
-        )
-        self.msgids = MsgIdIndexes(os.path.join(root, "msgid"))
-        self.queues = PartitionQueues(os.path.join(root, "queues"), config.queue_file_entries)
-        self.dedup = DedupTable(os.path.join(root, "producers.json"))
-        self.appender = AppendPass(
-            self.log,
-            self.queues,
-            self.keyidx,
-            self.msgids,
-            self.dedup,
-            self.counters,
-            self.node_ip,
-            config.max_message_bytes,
-            self._check_open,
-            last_store_ms,
-            topics=self.topics,
-        )
-        self.reads = Reads(
-            self.log,
-            self.topics,
-            self.queues,
-            self.keyidx,
-            self.msgids,
-            self.counters,
-            self._check_open,
-        )
-        self.checkpointer = Checkpointer(
-            self.checkpoint_path,
-            self.log,
-            self.keyidx,
-            self.msgids,
-            self.queues,
-            self.dedup,
-            self._sync_pool,
-        )
-        self.lifecycle = Lifecycle(
-            config,
-            self.log,
-            self.keyidx,
-            self.msgids,
-            self.queues,
-            self.topics,
-            self.objects,
-            self.counters,
-            self._maint_lock,
-            lambda: self.checkpoint(clean=False),
-            lambda: self.saved_checkpoint,
-            lambda: self.appender.last_store_ms,
-        )
+    def _use(self, parts: Parts) -> None:
+        """Serve from ``parts`` (a new build after a failed write)."""
+        self.parts = parts
+        self.log, self.keyidx, self.msgids = parts.log, parts.keyidx, parts.msgids
+        self.queues, self.dedup, self.appender = parts.queues, parts.dedup, parts.appender
+        self.reads, self.checkpointer = parts.reads, parts.checkpointer
+        self.lifecycle = parts.lifecycle
 
-    def _load(self) -> None:
-        """Recover the parts from disk (see recovery.py) and start the log."""
-        loaded = LogLoader(
-            self.root,
-            self.checkpoint_path,
-            self.log,
-            self.keyidx,
-            self.msgids,
-            self.queues,
-            self.dedup,
-            self.topics,
-            self.objects,
-        ).load()
-        self.appender.last_store_ms = max(self.appender.last_store_ms, loaded.last_store_ms)
-        self.recovery_report = loaded.report.as_dict()
-        self.recovery_report["deleted_topics_purged"] = purge_leftovers(self)
-        self.log.start()
+    @property
+    def recovery_report(self) -> dict:
+        """What the last recovery found and did (see recovery.py)."""
+        return self.parts.recovery_report
 
     @property
     def last_store_ms(self) -> int:
@@ -222,31 +143,17 @@ class Store:
         return self.appender.last_store_ms
 
     def _resume_after_write_error(self) -> None:
-        """After a failed flush (e.g. disk full): recover in place, as after a crash.
-
-        The refused flush was cut back, so the log on disk holds exactly the batches that were
-        written; dropping the in-memory state and running recovery from the last checkpoint
-        puts every index back in line with it. If that fails too (still no room), the error
-        is raised again and the next append retries.
-        """
+        """After a failed flush (e.g. disk full): recover in place, as after a crash (see
+        parts.py); if that fails too, the error is raised again and the next append retries."""
+        if self.log.error is None:
+            return
         with self._ckpt_lock, self._lock:
             error = self.log.error
             if error is None:
                 return
-            for part in (self.log, self.keyidx, self.msgids, self.queues):
-                try:
-                    part.close()
-                except OSError:
-                    pass
-            self._build_parts(self.appender.last_store_ms)
-            try:
-                self._load()
-            except OSError as exc:
-                self.log.refuse_appends(error)
-                raise type(error)(f"{error.message}; still failing: {exc}") from exc
-            self.counters["resumed_after_write_error"] = (
-                self.counters.get("resumed_after_write_error", 0) + 1
-            )
+            self._use(self.parts.rebuilt())
+            self.parts.reload(error)
+            count(self.counters, "resumed_after_write_error")
 
     # ---- lifecycle of the object ------------------------------------------------------
     @classmethod
@@ -254,9 +161,9 @@ class Store:
         """Open (and recover) the store in ``config.data_dir``."""
         store = cls(config)
         try:
-            store._load()
+            store.parts.load()
             store.checkpoint(clean=False)
-            store._prepare_spare()
+            store.parts.prepare_spare()
         except BaseException:
             store._release()
             raise
@@ -278,8 +185,7 @@ class Store:
             self._closed = True
             self.ready = False
         self.maintenance.stop()
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
+        self.appends.pool.shutdown()
         try:
             if self.log.error is None:
                 self.checkpoint(clean=True)
@@ -287,25 +193,9 @@ class Store:
             self._release()
 
     def _release(self) -> None:
-        if self._syncer is not None:
-            self._syncer.shutdown(wait=True)
-            self._syncer = None
-        self.log.close()
-        self.keyidx.close()
-        self.msgids.close()
-        self.queues.close()
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)  # drops the flock
-            self._lock_fd = None
-
-    def _prepare_spare(self) -> None:
-        """The next key-index file, made before an append needs it (see KeyIndexSet). A
-        failure (no room) costs only that: the append that needs a file makes its own and
-        reports its error."""
-        try:
-            self.keyidx.prepare_spare()
-        except OSError as exc:
-            count_error(self.counters, "spare", str(exc))
+        self._syncer.shutdown()
+        self.parts.close()
+        self._dir_lock.release()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -313,15 +203,9 @@ class Store:
 
     # ---- topics ---------------------------------------------------------------------
     def create_topic(self, config: TopicConfig) -> bool:
+        """Create a topic (True), or find it there with the same config (False)."""
         self._check_open()
-        with self._lock:
-            created = self.topics.create(config)
-            cfg = self.topics.get(config.name)
-            if created and config.name in self.topics.deleted:
-                clear_leftovers(self, cfg.name)  # of a deleted incarnation (a crash mid-delete)
-            for p in range(cfg.partitions):
-                self.queue(cfg.name, p)
-            return created
+        return create_topic(self, config)
 
     def delete_topic(self, name: str) -> TopicConfig:
         """Delete a topic: gone from listings, its records unreachable, its groups' offsets
@@ -344,14 +228,10 @@ class Store:
         return self.queues.get(topic, partition, next_offset)
 
     def partition_offsets(self, topic: str) -> list[tuple[int, int]]:
-        cfg = self.topics.get(topic)
-        out = []
-        for p in range(cfg.partitions):
-            q = self.queue(topic, p)
-            out.append((q.first_offset, q.next_offset))
-        return out
+        """(first offset, next offset) of each partition of ``topic``."""
+        return self.reads.partition_offsets(topic)
 
-    # ---- append ---------------------------------------------------------------------
+    # ---- append (appends.py) ----------------------------------------------------------
     def append(
         self,
         topic: str,
@@ -361,27 +241,7 @@ class Store:
         partitions_allowed: Sequence[int] | None = None,
     ) -> list[AppendResult]:
         """Append a batch; durable per flush_mode when this returns. See docs/ENGINE_API.md."""
-        if not isinstance(messages, list | tuple):
-            raise InvalidBatch("a batch is a list of MessageIn")
-        check_batch_size(len(messages))
-        if set(map(type, messages)) != {MessageIn}:
-            i = next(i for i, m in enumerate(messages) if type(m) is not MessageIn)
-            raise InvalidBatch(f"message {i} is not a MessageIn", index=i)
-        values, keys, tags, msg_ids, timestamps, partitions = (
-            list(c) for c in zip(*map(_FIELDS, messages), strict=True)
-        )
-        return self.append_columns(
-            topic,
-            values,
-            keys,
-            tags,
-            msg_ids,
-            timestamps,
-            partitions,
-            producer_id,
-            sequence,
-            partitions_allowed,
-        ).results()
+        return self.appends.append(topic, messages, producer_id, sequence, partitions_allowed)
 
     def append_columns(
         self,
@@ -396,17 +256,19 @@ class Store:
         sequence: int | None = None,
         partitions_allowed: Sequence[int] | None = None,
     ) -> AppendColumns:
-        """``append`` of a batch given as parallel lists (None = not given for all).
-
-        Same validation, durability and idempotency as ``append``; no object is made per
-        message: the lists are packed into columns (by the writing thread, together with
-        the batches of concurrent producers) and the batch is encoded as arrays.
-        """
-        cfg = self._start_append(topic, producer_id, sequence)
-        columns = (keys, tags, msg_ids, timestamps, partitions)
-        check_list_shapes(values, columns)
-        return self._append_batch(
-            cfg, ListBatch(values, columns), producer_id, sequence, partitions_allowed
+        """``append`` of a batch given as parallel lists (None = not given for all): same
+        checks, durability and idempotency, packed into columns with no object per message."""
+        return self.appends.append_columns(
+            topic,
+            values,
+            keys,
+            tags,
+            msg_ids,
+            timestamps,
+            partitions,
+            producer_id,
+            sequence,
+            partitions_allowed,
         )
 
     def append_packed(
@@ -417,31 +279,9 @@ class Store:
         sequence: int | None = None,
         partitions_allowed: Sequence[int] | None = None,
     ) -> AppendColumns:
-        """``append`` of a batch already packed as columns (the binary wire format's shape).
-
-        Batches that arrive while another one is being written are written together by
-        whichever producer gets the append lock next (group commit): one pass of checking,
-        encoding and indexing and one write for all of them, each keeping its own frames,
-        results, errors and idempotency entry. Producers then share the fsync as well.
-        """
-        cfg = self._start_append(topic, producer_id, sequence)
-        if not isinstance(batch, PackedBatch):
-            raise InvalidBatch("append_packed takes a PackedBatch")
-        return self._append_batch(cfg, batch, producer_id, sequence, partitions_allowed)
-
-    def _append_batch(
-        self,
-        cfg: TopicConfig,
-        batch: PackedBatch | ListBatch,
-        producer_id: str | None,
-        sequence: int | None,
-        partitions_allowed: Sequence[int] | None,
-    ) -> AppendColumns:
-        """Queue a batch for the group commit and sleep until it is answered (or leads)."""
-        check_batch_size(len(batch))
-        ticket = Ticket(cfg, batch, partitions_allowed, producer_id, sequence)
-        self.log.backpressure()
-        return self.group_commit.submit(ticket)
+        """``append`` of a batch already packed as columns (the binary wire format's shape);
+        concurrent batches are written and fsynced together (group_commit.py)."""
+        return self.appends.append_packed(topic, batch, producer_id, sequence, partitions_allowed)
 
     def submit(
         self,
@@ -452,54 +292,19 @@ class Store:
         partitions_allowed: Sequence[int] | None = None,
     ) -> concurrent.futures.Future[list[AppendResult]]:
         """``append`` without blocking the caller (for asyncio: ``asyncio.wrap_future``)."""
-        return self._executor().submit(
-            self.append, topic, messages, producer_id, sequence, partitions_allowed
-        )
+        return self.appends.submit(topic, messages, producer_id, sequence, partitions_allowed)
 
     def submit_columns(
         self, topic: str, values: Sequence[bytes], *args: Any, **kwargs: Any
     ) -> concurrent.futures.Future[AppendColumns]:
         """``append_columns`` without blocking the caller (same arguments)."""
-        return self._executor().submit(self.append_columns, topic, values, *args, **kwargs)
+        return self.appends.submit_columns(topic, values, *args, **kwargs)
 
     def submit_packed(
         self, topic: str, batch: PackedBatch, *args: Any, **kwargs: Any
     ) -> concurrent.futures.Future[AppendColumns]:
         """``append_packed`` without blocking the caller (same arguments)."""
-        return self._executor().submit(self.append_packed, topic, batch, *args, **kwargs)
-
-    def _sync_pool(self) -> concurrent.futures.ThreadPoolExecutor:
-        """Threads that fsync index files during a checkpoint (fsync releases the GIL)."""
-        if self._syncer is None:
-            self._syncer = concurrent.futures.ThreadPoolExecutor(
-                4, thread_name_prefix="msgstore-sync"
-            )
-        return self._syncer
-
-    def _executor(self) -> concurrent.futures.ThreadPoolExecutor:
-        self._check_open()
-        if self._pool is None:
-            with self._lock:
-                if self._pool is None:
-                    self._pool = concurrent.futures.ThreadPoolExecutor(
-                        16, thread_name_prefix="msgstore-append"
-                    )
-        return self._pool
-
-    def _start_append(
-        self, topic: str, producer_id: str | None, sequence: int | None
-    ) -> TopicConfig:
-        """Checks every append starts with; resumes after an earlier write error."""
-        self._check_open()
-        cfg = self.topics.get(topic)
-        if self.log.error is not None:
-            self._resume_after_write_error()
-        if producer_id is not None or sequence is not None:
-            producer = check_name("producer", producer_id)
-            check_int("sequence", sequence, 0, 2**63 - 1)
-            if len(producer.encode()) > MAX_PRODUCER_BYTES:
-                raise InvalidArgument(f"producer id longer than {MAX_PRODUCER_BYTES} bytes")
-        return cfg
+        return self.appends.submit_packed(topic, batch, *args, **kwargs)
 
     # ---- replication hooks (storage_node/replication) ---------------------------------
     def append_copied(self, data: bytes, pos: int, seg: int, frames: int) -> None:
@@ -509,30 +314,15 @@ class Store:
         self._check_open()
         with self._lock:
             self.log.append_raw(data, pos, seg, frames)
-            loader = LogLoader(
-                self.root,
-                self.checkpoint_path,
-                self.log,
-                self.keyidx,
-                self.msgids,
-                self.queues,
-                self.dedup,
-                self.topics,
-                self.objects,
-            )
-            loader.index_copied(data, pos)
-            self.appender.last_store_ms = max(self.appender.last_store_ms, loader.last_store_ms)
+            self.parts.index_copied(data, pos)
         self.log.wait_durable(pos + len(data))
 
     def set_node_ip(self, ip: str) -> None:
         """(A replicated log taking writes here.) Message IDs handed out from now on carry
-        ``ip`` (a log keeps its IP whichever node leads it) and continue after every ID
-        its copy indexed while another node led it."""
+        ``ip``: a log keeps its IP whichever node leads it."""
         with self._lock:
             self.node_ip = ip_to_int(ip)
-            self.appender.node_ip = self.node_ip
-            self.appender.node_iphex = f"{self.node_ip:08x}"
-            self.msgids.forget_assigned()
+            self.parts.set_node_ip(self.node_ip)
 
     # ---- reads ----------------------------------------------------------------------
     def read(
@@ -544,15 +334,8 @@ class Store:
         max_bytes: int = 1 << 20,
         tag: str | None = None,
     ) -> ReadResult:
-        """Messages from ``offset`` on; at least one if any, then up to the limits.
-
-        The definition, record by record: walk the offsets from ``offset``; skip a record
-        whose tag is not ``tag`` (when given; at most TAG_SCAN_LIMIT offsets are looked at,
-        in steps of 1,000); stop before a record whose value would take the values past
-        ``max_bytes`` (unless nothing was taken yet) and after ``max_messages``. A record
-        that cannot be served (corrupt frame, lost entry) raises CorruptData when the walk
-        reaches it. ``read_columns`` computes exactly this with arrays; this method returns
-        its answer as ``Message`` objects."""
+        """Messages from ``offset`` on; at least one if any, then up to the limits (the
+        definition, record by record, is at ``Reads.read`` and in docs/ENGINE_API.md)."""
         return self.reads.read(topic, partition, offset, max_messages, max_bytes, tag)
 
     def read_columns(
@@ -582,28 +365,16 @@ class Store:
         """First offset whose store timestamp is >= ts_ms (next_offset if none): binary search."""
         return self.reads.offset_for_timestamp(topic, partition, ts_ms)
 
-    # ---- consumer offsets --------------------------------------------------------------
+    # ---- consumer offsets (consumer_groups.py) ------------------------------------------
     def commit_offset(self, group: str, topic: str, partition: int, offset: int) -> None:
-        self._check_open()
-        check_name("group", group)
-        _cfg, q = self.reads.partition(topic, partition)
-        offset = check_int("offset", offset, 0, 2**63 - 1)
-        if offset > q.next_offset:
-            raise OffsetOutOfRange(
-                f"offset {offset} is beyond next offset {q.next_offset} of {topic}/{partition}",
-                next_offset=q.next_offset,
-            )
-        self.offsets.commit(group, topic, int(partition), offset)
+        self.groups.commit(group, topic, partition, offset)
 
     def consumer_groups(self) -> list[str]:
         """Names of the groups with an offset committed on this node."""
-        return sorted(self.offsets.get_groups())
+        return self.groups.groups()
 
     def committed_offsets(self, group: str, topic: str | None = None) -> dict[str, dict[int, int]]:
-        check_name("group", group)
-        if topic is not None:
-            self.topics.get(topic)
-        return self.offsets.get(group, topic)
+        return self.groups.committed(group, topic)
 
     # ---- checkpoint -------------------------------------------------------------------
     def checkpoint(self, clean: bool = False) -> Checkpoint:

@@ -1,4 +1,4 @@
-"""Deleting a topic and adding partitions to one, on a Store.
+"""Creating and deleting a topic and adding partitions to one, on a Store.
 
 Delete: under the append lock the registry drops the topic and records its tombstone (the
 log end: every record of the old topic lies below it) in one atomic rewrite, then the
@@ -19,6 +19,18 @@ from storage_node.store.types import TopicConfig
 
 if TYPE_CHECKING:
     from storage_node.store.store import Store
+
+
+def create_topic(store: Store, config: TopicConfig) -> bool:
+    """Create a topic and its partitions' queues (False: it exists with this config)."""
+    with store._lock:
+        created = store.topics.create(config)
+        cfg = store.topics.get(config.name)
+        if created and config.name in store.topics.deleted:
+            clear_leftovers(store, cfg.name)  # of a deleted incarnation (a crash mid-delete)
+        for p in range(cfg.partitions):
+            store.queue(cfg.name, p)
+        return created
 
 
 def clear_leftovers(store: Store, name: str) -> None:

@@ -365,7 +365,7 @@ def test_an_interrupt_during_the_leaders_own_fsync(tmp_path, monkeypatch) -> Non
     import os
     import signal
 
-    import storage_node.store.commitlog as commitlog
+    import storage_node.store.log_flusher as log_flusher
 
     config = small_config(tmp_path / "d", flush_mode="sync")
     store = Store.open(config)
@@ -385,7 +385,7 @@ def test_an_interrupt_during_the_leaders_own_fsync(tmp_path, monkeypatch) -> Non
                 armed["on"] = False
                 os.kill(os.getpid(), signal.SIGINT)  # raised at the next bytecode
 
-    monkeypatch.setattr(commitlog, "os", InterruptedFsync())
+    monkeypatch.setattr(log_flusher, "os", InterruptedFsync())
     with pytest.raises(KeyboardInterrupt):
         store.append_columns("orders", [b"interrupted"])
     assert not store.log.in_flush and not store.group_commit.leading

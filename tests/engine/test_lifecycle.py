@@ -210,27 +210,6 @@ def test_background_worker_compacts_and_uploads(tmp_path):
         s.close()
 
 
-def test_config_from_env(monkeypatch, tmp_path):
-    from storage_node.store import StoreConfig
-
-    monkeypatch.setenv("MSGSTORE_DATA_DIR", str(tmp_path))
-    monkeypatch.setenv("MSGSTORE_FLUSH_MODE", "async")
-    monkeypatch.setenv("MSGSTORE_SEGMENT_BYTES", "12345")
-    monkeypatch.setenv("MSGSTORE_COMPACT_AFTER_S", "1.5")
-    monkeypatch.setenv("MSGSTORE_OBJECT_STORE_URL", "s3://bucket/prefix")
-    cfg = StoreConfig.from_env()
-    assert (cfg.data_dir, cfg.flush_mode, cfg.segment_bytes, cfg.compact_after_s) == (
-        str(tmp_path),
-        "async",
-        12345,
-        1.5,
-    )
-    assert cfg.object_store_url == "s3://bucket/prefix"
-    monkeypatch.setenv("MSGSTORE_FLUSH_MODE", "sometimes")
-    with pytest.raises(InvalidArgument):
-        StoreConfig.from_env()
-
-
 def test_restart_after_everything_expired(tmp_path):
     cfg = small_config(tmp_path / "d")
     s = Store.open(cfg)

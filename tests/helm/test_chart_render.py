@@ -414,20 +414,20 @@ def test_operator_pod_is_restricted_and_gets_the_security_defaults(render):
 
 def test_operator_reads_the_values_it_is_given():
     """The env names the chart sets are the ones the operator reads."""
-    from msgstore_operator.handlers import security_defaults_from_env
+    from msgstore_operator.config import SettingsError, read_settings
 
-    d = security_defaults_from_env(
+    d = read_settings(
         {
             "MSGSTORE_OPERATOR_TLS": "false",
             "MSGSTORE_OPERATOR_NETWORK_POLICY": "false",
             "MSGSTORE_OPERATOR_RESTRICTED_PODS": "false",
             "MSGSTORE_OPERATOR_CERT_VALIDITY_DAYS": "30",
         }
-    )
+    ).security
     assert (d.tls, d.network_policy, d.restricted_pods) == (False, False, False)
     assert d.certificate_validity_days == 30
-    assert security_defaults_from_env({}).tls is True
-    with pytest.raises(SystemExit, match="MSGSTORE_OPERATOR_TLS"):
-        security_defaults_from_env({"MSGSTORE_OPERATOR_TLS": "maybe"})
-    with pytest.raises(SystemExit, match="VALIDITY_DAYS"):
-        security_defaults_from_env({"MSGSTORE_OPERATOR_CERT_VALIDITY_DAYS": "0"})
+    assert read_settings({}).security.tls is True
+    with pytest.raises(SettingsError, match="MSGSTORE_OPERATOR_TLS"):
+        read_settings({"MSGSTORE_OPERATOR_TLS": "maybe"})
+    with pytest.raises(SettingsError, match="VALIDITY_DAYS"):
+        read_settings({"MSGSTORE_OPERATOR_CERT_VALIDITY_DAYS": "0"})

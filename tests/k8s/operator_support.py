@@ -56,6 +56,11 @@ class OperatorProcess:
         self.liveness_url = ""
 
     def start(self) -> None:
+        self.launch()
+        K8sCluster.wait_until(self.alive, "the operator's liveness endpoint", timeout=60)
+
+    def launch(self) -> None:
+        """Start the process without waiting for it to come up."""
         port = free_port()
         self.liveness_url = f"http://127.0.0.1:{port}/healthz"
         env = dict(self.cluster.env)
@@ -81,7 +86,6 @@ class OperatorProcess:
             stderr=subprocess.STDOUT,
         )
         log.close()
-        K8sCluster.wait_until(self.alive, "the operator's liveness endpoint", timeout=60)
 
     def alive(self) -> bool:
         if self.proc is None or self.proc.poll() is not None:

@@ -54,3 +54,24 @@ def test_unknown_file_setting_is_an_error(tmp_path):
 def test_unknown_flag_setting_is_an_error():
     with pytest.raises(InvalidArgument, match="prot"):
         resolve_settings({"data_dir": "d", "prot": "1"}, env={})
+
+
+def test_store_config_from_env(monkeypatch, tmp_path):
+    """The store's fields come from MSGSTORE_* variables the node's one way (no second
+    parser in the store)."""
+    monkeypatch.setenv("MSGSTORE_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("MSGSTORE_FLUSH_MODE", "async")
+    monkeypatch.setenv("MSGSTORE_SEGMENT_BYTES", "12345")
+    monkeypatch.setenv("MSGSTORE_COMPACT_AFTER_S", "1.5")
+    monkeypatch.setenv("MSGSTORE_OBJECT_STORE_URL", "s3://bucket/prefix")
+    cfg = build_store_config(resolve_settings())
+    assert (cfg.data_dir, cfg.flush_mode, cfg.segment_bytes, cfg.compact_after_s) == (
+        str(tmp_path),
+        "async",
+        12345,
+        1.5,
+    )
+    assert cfg.object_store_url == "s3://bucket/prefix"
+    monkeypatch.setenv("MSGSTORE_FLUSH_MODE", "sometimes")
+    with pytest.raises(InvalidArgument):
+        build_store_config(resolve_settings())
