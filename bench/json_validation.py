@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT))
 
 from storage_node.server.api_models import Batch, LookupResult  # noqa: E402
 from storage_node.server.json_batch import decode_json_batch  # noqa: E402
-from storage_node.server.message_json import message_to_json  # noqa: E402
 from storage_node.store import Message  # noqa: E402
+from storage_node.wire.message_json import message_to_json  # noqa: E402
 
 
 def produce_body(n: int) -> bytes:

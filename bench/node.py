@@ -60,14 +60,14 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from storage_node.cli.local import free_port  # noqa: E402
 from storage_node.client import Client  # noqa: E402
-from storage_node.local import free_port  # noqa: E402
-from storage_node.server.batch_codec import (  # noqa: E402
+from storage_node.store import MessageIn, Store, StoreConfig, TopicConfig  # noqa: E402
+from storage_node.wire.batch_codec import (  # noqa: E402
     CONTENT_TYPE,
     decode_read_answer,
     encode_batch,
 )
-from storage_node.store import MessageIn, Store, StoreConfig, TopicConfig  # noqa: E402
 
 VALUE_BYTES = 100
 
@@ -502,7 +502,7 @@ def _replicated_run(
 ) -> tuple[float, float | None]:
     """Ingest rate into node-0's log of a fresh local cluster; with replication, then the
     failover time of that log."""
-    from storage_node.local import LocalCluster
+    from storage_node.cli.local import LocalCluster
 
     cluster_dir = workdir / f"cluster-{factor}"
     cluster = LocalCluster(cluster_dir)

@@ -6,7 +6,7 @@
 #                                    numpy and the rest of msgstore's pins, plus msgstore
 #   /opt/spark                       SPARK_HOME: bin/, jars/, sbin/ of the pyspark package
 #                                    (links), conf/ (Spark mounts its ConfigMap there), work-dir/
-#   /opt/msgstore/spark/jobs/        the jobs (storage_node/spark_job.py: local:///opt/msgstore/spark/jobs)
+#   /opt/msgstore/spark/jobs/        the jobs (operator/msgstore_operator/spark_job.py: local:///opt/msgstore/spark/jobs)
 #   /opt/msgstore/data/orders-sample.jsonl   100,000 sample order events (scripts/kind-up.sh)
 # and runs as uid/gid 185 ("spark"), the uid of Apache Spark's images.
 #
@@ -75,8 +75,8 @@ RUN pyspark_dir=/opt/venv/lib/python3.11/site-packages/pyspark \
  && chmod 0775 /opt/spark/work-dir
 COPY msgstore/ /opt/msgstore/dist/
 # msgstore, then the sample data (its generator is part of msgstore and deterministic).
-RUN pip install -q --no-index --no-deps /opt/msgstore/dist/msgstore-*.whl \
- && python3 -c "from storage_node.sample_data import ensure_sample_file; ensure_sample_file('/opt/msgstore/data/orders-sample.jsonl', 100000)" \
+RUN pip install -q --no-index --find-links /opt/msgstore/dist 'msgstore[spark]' \
+ && python3 -c "from storage_node.demo.sample_data import ensure_sample_file; ensure_sample_file('/opt/msgstore/data/orders-sample.jsonl', 100000)" \
  && chmod -R a+rX /opt/msgstore
 COPY jobs/ /opt/msgstore/spark/jobs/
 RUN python3 -m compileall -q /opt/msgstore/spark/jobs && chmod -R a+rX /opt/msgstore/spark

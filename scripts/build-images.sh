@@ -75,8 +75,11 @@ DEBIAN_SECURITY_MIRROR=${DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-se
 HOST_PYTHON=${HOST_PYTHON:-python3.11}
 REBUILD=${MSGSTORE_IMAGES_REBUILD:-0}
 PIP_VERSION=25.3 # the pip of the host-side tool venv (same pin as the Makefile's)
-# Packages of the pins that only the Spark image carries.
-SPARK_ONLY="pyspark pyarrow pandas"
+# The optional parts of pyproject.toml ([project.optional-dependencies]) each image carries
+# on top of the core dependencies: the node image runs the node and the operator (and can
+# tier to S3), the Spark image runs PySpark. The Dockerfiles install msgstore with the same.
+NODE_EXTRAS="operator s3"
+SPARK_EXTRAS="spark"
 
 VERSION=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$/\1/p' helm/msgstore/Chart.yaml)
 [[ -n "$VERSION" ]] || die "no appVersion in helm/msgstore/Chart.yaml"
@@ -206,17 +209,29 @@ ensure_tool_venv() {
 ensure_wheelhouse() { # sets WHEELS and writes $WHEELS/{node,spark}.{txt,files}
   ensure_tool_venv
   local py="$TOOL_VENV/bin/python" reqs hash tmp
-  # The pins: dependencies, then the build backend (to build the msgstore wheel offline).
-  reqs=$("$py" - "$REPO/pyproject.toml" <<'EOF'
+  # The pins: the core dependencies and the images' extras, then the build backend (to build
+  # the msgstore wheel offline). `pins SECTION...` prints the pins of pyproject.toml's
+  # sections: "core" (the dependencies), "build" (the build backend) or an extra's name.
+  pins() {
+    "$py" - "$REPO/pyproject.toml" "$@" <<'EOF'
 import sys
 import tomllib
 
 with open(sys.argv[1], "rb") as fh:
     data = tomllib.load(fh)
-for req in data["project"]["dependencies"] + data["build-system"]["requires"]:
-    print(req)
+for section in sys.argv[2:]:
+    if section == "core":
+        reqs = data["project"]["dependencies"]
+    elif section == "build":
+        reqs = data["build-system"]["requires"]
+    else:
+        reqs = data["project"]["optional-dependencies"][section]
+    for req in reqs:
+        print(req)
 EOF
-  )
+  }
+  # shellcheck disable=SC2086 # the extras are word lists
+  reqs=$(pins core $NODE_EXTRAS $SPARK_EXTRAS build)
   hash=$({
     echo "$reqs"
     "$py" -c 'import platform, sys, sysconfig; print(sys.implementation.cache_tag, sysconfig.get_platform(), platform.libc_ver())'
@@ -229,15 +244,10 @@ EOF
   mkdir -p "$CACHE/wheels"
   tmp=$(mktemp -d "$CACHE/wheels/.tmp-$hash-XXXXXX")
   echo "$reqs" >"$tmp/all.txt"
-  # shellcheck disable=SC2086 # SPARK_ONLY is a word list
-  echo "$reqs" | "$py" -c '
-import re, sys
-skip = set(sys.argv[1:]) | {"setuptools"}
-for line in sys.stdin:
-    name = re.split("[=<>!~; ]", line.strip(), maxsplit=1)[0].lower()
-    if line.strip() and name not in skip:
-        print(line.strip())' $SPARK_ONLY >"$tmp/node.txt"
-  grep -v '^setuptools' "$tmp/all.txt" >"$tmp/spark.txt"
+  # shellcheck disable=SC2086 # the extras are word lists
+  pins core $NODE_EXTRAS >"$tmp/node.txt"
+  # shellcheck disable=SC2086 # the extras are word lists
+  pins core $SPARK_EXTRAS >"$tmp/spark.txt"
   log "wheelhouse $WHEELS: pip wheel of $(wc -l <"$tmp/all.txt") pins and their dependencies"
   # PIP_FIND_LINKS/PIP_NO_INDEX of the calling environment must not change what is fetched.
   timed "wheelhouse (pip wheel)" env -u PIP_FIND_LINKS -u PIP_NO_INDEX \

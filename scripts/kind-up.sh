@@ -39,7 +39,7 @@ STATE="$KIND_CACHE_ROOT/state/$CLUSTER"
 VERSION=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$/\1/p' helm/msgstore/Chart.yaml)
 NODE_IMAGE="msgstore:${VERSION}"
 SPARK_IMAGE="msgstore-spark:${VERSION}"
-# 100,000 order events baked into the Spark image (storage_node/sample_data.py).
+# 100,000 order events baked into the Spark image (storage_node/demo/sample_data.py).
 SAMPLE_IN_IMAGE="file:///opt/msgstore/data/orders-sample.jsonl"
 
 step() { printf '\n==> %s\n' "$*"; }

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from fixtures_controlplane import require_binary
 
-from storage_node.local import free_port
+from storage_node.cli.local import free_port
 
 STARTUP_LIMIT_SECONDS = 60.0
 

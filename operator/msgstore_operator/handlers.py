@@ -1,4 +1,4 @@
-"""kopf wiring: ``kopf run -m msgstore_operator --standalone --liveness=URL``.
+"""kopf wiring: ``kopf run -m msgstore_operator.handlers --standalone --liveness=URL``.
 
 Create, resume and update run one idempotent reconcile pass (see ``reconcile``). A status
 loop repeats the same pass every few seconds for every MessageStore of a kopf index, which keeps

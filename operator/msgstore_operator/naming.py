@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
 APP_NAME = "msgstore"
 MANAGED_BY = "msgstore-operator"
+CLI_MANAGED_BY = "msgstore-cli"  # objects rendered by `msgstore spark-job`
 NODE_COMPONENT = "node"
 
 CONFIG_HASH_ANNOTATION = "msgstore.io/config-hash"
 APPLIED_HASH_ANNOTATION = "msgstore.io/applied-hash"
 ROUTING_KEY = "routing.json"
-TOKEN_KEY_DEFAULT = "token"
 
 DATA_DIR = "/var/lib/msgstore"
 ROUTING_DIR = "/etc/msgstore/routing"
@@ -76,6 +78,20 @@ def spark_account_name(name: str) -> str:
 
 def compaction_cronjob_name(name: str) -> str:
     return f"{name}-compact"
+
+
+def cli_managed() -> dict[str, str]:
+    """The managed-by label of objects a user renders with the CLI (not owned by the operator)."""
+    return {"app.kubernetes.io/managed-by": CLI_MANAGED_BY}
+
+
+def ingest_job_name(name: str, topic: str) -> str:
+    """The Job of `msgstore spark-job ingest`: store, "ingest" and the topic squeezed into a
+    DNS label fragment, at most 52 characters (room for the suffix of the Job's pod names,
+    labels <= 63)."""
+    cleaned = re.sub(r"[^a-z0-9-]+", "-", topic.lower()).strip("-")
+    fragment = (cleaned or "topic")[:20].rstrip("-")
+    return f"{name}-ingest-{fragment}"[:52].rstrip("-")
 
 
 def pod_name(name: str, ordinal: int) -> str:

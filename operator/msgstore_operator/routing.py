@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from storage_node.errors import MsgStoreError
-from storage_node.server.routing_table import parse_routing
+from storage_node.wire.routing_table import parse_routing
 
 from . import naming
 from .spec import StoreSpec

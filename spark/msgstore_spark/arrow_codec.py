@@ -5,7 +5,7 @@ arrays with ``pa.Array.from_buffers``: offsets are a cumsum of the lengths, the 
 is the answer's blob, so no Python object is made per message either way.
 
 The write path builds the node's binary batch frame (``application/x-msgstore-batch``, the
-layout of ``storage_node.server.batch_codec``) straight from Arrow buffers: lengths are a
+layout of ``storage_node.wire.batch_codec``) straight from Arrow buffers: lengths are a
 numpy diff of the Arrow offsets and each blob is one slice, so no Python object is made
 per message.
 """
@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from storage_node.client.arrow import READ_SCHEMA, columns_to_batch
-from storage_node.server.batch_codec import HEADER, MAGIC
+from storage_node.wire.batch_codec import HEADER, MAGIC
 
 __all__ = [
     "READ_SCHEMA",

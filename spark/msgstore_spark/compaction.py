@@ -16,11 +16,10 @@ from msgstore_spark.cluster import connect
 from msgstore_spark.errors import explained
 from msgstore_spark.options import ConnectionOptions
 from storage_node.errors import CorruptData, MsgStoreError
-from storage_node.formats import (
+from storage_node.formats.compressed import compact_segment_bytes, verify_compacted_segment
+from storage_node.formats.key_index_compacted import (
     compact_key_index_bytes,
-    compact_segment_bytes,
     verify_compacted_key_index,
-    verify_compacted_segment,
 )
 
 CRC_HEADER = "X-Msgstore-Crc32"

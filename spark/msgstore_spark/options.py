@@ -13,11 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from msgstore_spark.errors import OptionError
+from storage_node.formats.limits import MAX_READ_MESSAGES
+from storage_node.formats.names import is_valid_name
 
 EARLIEST = -2  # Kafka's JSON convention inside startingOffsets / endingOffsets
 LATEST = -1
-MAX_FETCH = 10_000  # the node's largest page
-_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
+MAX_FETCH = MAX_READ_MESSAGES  # the node's largest page
 
 # per topic, per partition: an offset, EARLIEST or LATEST (or a timestamp in ms)
 OffsetSpec = dict[str, dict[int, int]]
@@ -78,7 +79,7 @@ def parse_endpoints(raw: str | None, scheme: str = "http") -> list[str]:
 
 
 def check_topic_name(name: str, option: str) -> str:
-    if not _TOPIC.match(name) or name in (".", ".."):
+    if not is_valid_name(name):
         raise OptionError(option, f"{name!r} is not a valid topic name ([A-Za-z0-9._-]{{1,200}})")
     return name
 

@@ -27,9 +27,9 @@ from msgstore_spark.options import WriteOptions
 from storage_node.client import Client
 from storage_node.client.common import is_retryable
 from storage_node.errors import InvalidBatch, MsgStoreError, NotOwner
-from storage_node.server.append_answer import decode_append_answer
-from storage_node.server.batch_codec import CONTENT_TYPE
-from storage_node.store.partitioning import partitions_for_keys
+from storage_node.formats.partitioning import partitions_for_keys
+from storage_node.wire.append_answer import decode_append_answer
+from storage_node.wire.batch_codec import CONTENT_TYPE
 
 ROUNDS = 64  # sequence = chunk * ROUNDS + re-routing round
 RETRY_BUDGET_S = 120.0  # ride out a node restart

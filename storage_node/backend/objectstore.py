@@ -1,4 +1,5 @@
-"""Object-store interface for the uploaded tier: put, ranged get, delete, list.
+"""Object stores for the uploaded tier: the directory backend, and ``open_object_store``,
+which picks a backend by URL (the interface is in object_interface.py).
 
 The directory backend is the embedded default (and what tests run against); the S3 backend
 serves clusters. Keys are ``/``-separated relative names; the directory backend refuses keys
@@ -8,42 +9,11 @@ that would escape its root.
 from __future__ import annotations
 
 import os
-from abc import ABC, abstractmethod
 from urllib.parse import urlparse
 
 from storage_node.backend.files import atomic_write, ensure_dir, pread_exact, remove_file
+from storage_node.backend.object_interface import ObjectStore, check_key
 from storage_node.errors import InvalidArgument, NotFound
-
-
-class ObjectStore(ABC):
-    """What the lifecycle worker and the uploaded-file readers need from a bucket."""
-
-    @abstractmethod
-    def put(self, key: str, data: bytes | str) -> None:
-        """Store ``data`` (bytes, or a local file path) under ``key``, replacing any old one."""
-
-    @abstractmethod
-    def get_range(self, key: str, start: int, length: int) -> bytes:
-        """Bytes ``[start, start+length)`` of the object (shorter at its end)."""
-
-    @abstractmethod
-    def get(self, key: str) -> bytes: ...
-
-    @abstractmethod
-    def size(self, key: str) -> int: ...
-
-    @abstractmethod
-    def delete(self, key: str) -> None: ...
-
-    @abstractmethod
-    def list(self, prefix: str = "") -> list[str]: ...
-
-
-def _check_key(key: str) -> str:
-    parts = key.split("/")
-    if not key or key.startswith("/") or any(p in ("", ".", "..") for p in parts):
-        raise InvalidArgument(f"invalid object key {key!r}")
-    return key
 
 
 class DirObjectStore(ObjectStore):
@@ -53,7 +23,7 @@ class DirObjectStore(ObjectStore):
         self.root = ensure_dir(os.path.abspath(root))
 
     def _path(self, key: str) -> str:
-        return os.path.join(self.root, *_check_key(key).split("/"))
+        return os.path.join(self.root, *check_key(key).split("/"))
 
     def put(self, key: str, data: bytes | str) -> None:
         path = self._path(key)

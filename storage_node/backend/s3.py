@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from storage_node.backend.objectstore import ObjectStore
-from storage_node.backend.objectstore import _check_key as check_object_key
+from storage_node.backend.object_interface import ObjectStore
+from storage_node.backend.object_interface import check_key as check_object_key
 from storage_node.errors import InvalidArgument, NotFound, Unavailable
 
 # S3's rules for bucket names (3-63 chars, lowercase letters, digits, dots and hyphens).

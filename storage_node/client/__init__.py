@@ -14,7 +14,7 @@ from storage_node.client.consumer import Consumer
 from storage_node.client.core import Produced, RawAnswer
 from storage_node.client.fetch import FetchAnswer
 from storage_node.client.sync_client import Client
-from storage_node.server.batch_codec import ReadColumns
+from storage_node.wire.batch_codec import ReadColumns
 
 __all__ = [
     "AsyncClient",

@@ -13,8 +13,8 @@ from storage_node.client.core import Call, ClientCore, Gather, Op, Produced, Sle
 from storage_node.client.fetch import FetchAnswer
 from storage_node.client.packing import columns_of
 from storage_node.errors import MsgStoreError, Unavailable
-from storage_node.server.batch_codec import ReadColumns
 from storage_node.tls import client_context
+from storage_node.wire.batch_codec import ReadColumns
 
 FRAME_MESSAGES = 5000
 

@@ -17,15 +17,15 @@ from urllib.parse import quote
 
 from storage_node import errors as errors_module
 from storage_node.errors import InvalidArgument, MsgStoreError, NotOwner, Unavailable
-from storage_node.server.batch_codec import CONTENT_TYPE as BATCH_CONTENT_TYPE
-from storage_node.server.batch_codec import (
+from storage_node.formats.partitioning import partition_for_key
+from storage_node.wire.batch_codec import CONTENT_TYPE as BATCH_CONTENT_TYPE
+from storage_node.wire.batch_codec import (
     MalformedAnswer,
     ReadColumns,
     decode_read_answer,
     encode_batch,
 )
-from storage_node.server.routing_table import RoutingTable, parse_routing
-from storage_node.store.partitioning import partition_for_key
+from storage_node.wire.routing_table import RoutingTable, parse_routing
 
 RETRY_STATUSES = {500, 502, 503, 504}
 _ERROR_CLASSES: dict[str, type[MsgStoreError]] = {

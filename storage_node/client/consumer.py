@@ -19,7 +19,7 @@ import pyarrow as pa
 from storage_node.client.arrow import columns_to_batch
 from storage_node.client.fetch import FetchAnswer
 from storage_node.errors import InvalidArgument
-from storage_node.server.batch_codec import ReadColumns
+from storage_node.wire.batch_codec import ReadColumns
 
 if TYPE_CHECKING:
     from storage_node.client.sync_client import Client

@@ -41,8 +41,8 @@ from storage_node.client.common import (
 from storage_node.client.fetch import FetchAnswer, decode_fetch_answer, fetch_path, fetch_request
 from storage_node.client.packing import Columns, frame_sub_batch, plan_column_batches
 from storage_node.errors import Fenced, MsgStoreError, NotOwner, Unavailable
-from storage_node.server.append_answer import AppendAnswer, decode_append_answer
-from storage_node.server.batch_codec import ReadColumns
+from storage_node.wire.append_answer import AppendAnswer, decode_append_answer
+from storage_node.wire.batch_codec import ReadColumns
 
 T = TypeVar("T")
 

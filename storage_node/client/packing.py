@@ -21,8 +21,8 @@ import pyarrow.compute as pc
 
 from storage_node.client.common import RoutingCache, SequenceSource, SubBatch
 from storage_node.errors import InvalidArgument
-from storage_node.server.batch_codec import CONTENT_TYPE, HEADER, MAGIC
-from storage_node.store.partitioning import partitions_for_keys
+from storage_node.formats.partitioning import partitions_for_keys
+from storage_node.wire.batch_codec import CONTENT_TYPE, HEADER, MAGIC
 
 FIELDS = ("value", "key", "tag", "msg_id", "timestamp", "partition")
 _PLAIN_FIELDS = frozenset(FIELDS)

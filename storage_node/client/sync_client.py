@@ -14,7 +14,7 @@ from storage_node.client.fetch import FetchAnswer
 from storage_node.client.packing import columns_of, columns_of_dicts
 from storage_node.client.transport import HttpTransport
 from storage_node.errors import MsgStoreError
-from storage_node.server.batch_codec import ReadColumns
+from storage_node.wire.batch_codec import ReadColumns
 
 FRAME_MESSAGES = 5000  # messages per frame of a columns produce
 PIECE_MESSAGES = 20_000  # a long list of dicts is packed and sent in pieces this size

@@ -1,18 +1,8 @@
-"""Layer 2: one module per on-disk file kind; each writes, reads, verifies and rebuilds itself.
+"""Layer 1, with backend: pure definitions every layer above shares.
 
-The pure compaction functions are re-exported here so Spark executors can run the engine's
-own format code on bytes fetched from a node.
+One module per on-disk file kind (each writes, reads, verifies and rebuilds itself; the pure
+compaction functions in ``compressed`` and ``key_index_compacted`` also run on Spark
+executors), and the rules the store, the wire formats, the client and the Spark jobs agree on:
+``names`` (what a topic or group may be called), ``limits``, ``keyhash`` and ``partitioning``.
+Importing the package loads none of them.
 """
-
-from storage_node.formats.compressed import compact_segment_bytes, verify_compacted_segment
-from storage_node.formats.key_index_compacted import (
-    compact_key_index_bytes,
-    verify_compacted_key_index,
-)
-
-__all__ = [
-    "compact_key_index_bytes",
-    "compact_segment_bytes",
-    "verify_compacted_key_index",
-    "verify_compacted_segment",
-]

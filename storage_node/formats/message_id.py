@@ -11,7 +11,6 @@ dictionary probe on the loaded headers and one 8-byte read; many producer IPs sh
 from __future__ import annotations
 
 import os
-import re
 import socket
 import struct
 import threading
@@ -24,6 +23,7 @@ import numpy as np
 
 from storage_node.backend.files import ensure_dir, pread_exact, pwrite_all
 from storage_node.errors import InvalidArgument
+from storage_node.formats.names import is_valid_name
 from storage_node.formats.packed import PackedColumn, filled
 
 SEGMENT_ENTRIES = 4096
@@ -31,7 +31,6 @@ ENTRY = struct.Struct("<Q")
 SEGMENT_BYTES = SEGMENT_ENTRIES * 8
 UNIT_BYTES = SEGMENT_ENTRIES * SEGMENT_BYTES
 HEADER_MAGIC = 0x4D5347494458_0001  # "MSGIDX", version 1
-APP_RE = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 MS_PER_HOUR = 3_600_000
 MAX_SEQ = (2**32 - 2) * SEGMENT_ENTRIES
 
@@ -98,7 +97,7 @@ _DIVISORS = [10 ** np.arange(w - 1, -1, -1, dtype=np.int64) for w in range(20)]
 
 
 def valid_app(app: str) -> bool:
-    return bool(APP_RE.match(app)) and app not in (".", "..")
+    return is_valid_name(app)
 
 
 def parse_msg_id(text: str) -> MessageId:

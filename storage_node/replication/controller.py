@@ -26,7 +26,7 @@ from typing import Any
 import requests
 
 from storage_node.server.routing_state import read_routing_file, write_routing_file
-from storage_node.server.routing_table import LogRoute, RoutingTable
+from storage_node.wire.routing_table import LogRoute, RoutingTable
 
 log = logging.getLogger("msgstore.controller")
 

@@ -24,8 +24,8 @@ from storage_node.formats.segment_name import parse_segment_name, segment_name
 from storage_node.replication.epochs import LeaderEpochs, check_epoch
 from storage_node.replication.follower import Follower
 from storage_node.replication.insync import InSyncTracker
-from storage_node.server.routing_table import RoutingTable
 from storage_node.store import Store, TopicConfig
+from storage_node.wire.routing_table import RoutingTable
 
 log = logging.getLogger(__name__)
 LOG_INFO = "log.json"  # the IP the log's message IDs carry (kept across failovers)

@@ -25,10 +25,11 @@ from pydantic import (
 )
 
 from storage_node.errors import InvalidArgument, InvalidName
-from storage_node.server.routing_table import check_topic_name
-from storage_node.store import PackedBatch
+from storage_node.formats.limits import MAX_READ_MESSAGES
+from storage_node.formats.names import NAME_PATTERN
+from storage_node.formats.packed import PackedBatch
+from storage_node.wire.routing_table import check_topic_name
 
-NAME_PATTERN = r"^[A-Za-z0-9._-]{1,200}$"
 MAX_INT64 = 2**63 - 1
 MAX_PARTITIONS = 1024
 
@@ -333,7 +334,7 @@ class FetchRequest(Request):
     """Pages of several partitions in one request (Kafka's fetch); limits are per partition."""
 
     partitions: list[FetchPosition] = Field(min_length=1, max_length=MAX_PARTITIONS)
-    max_messages: int = Field(default=100, ge=1, le=10_000)
+    max_messages: int = Field(default=100, ge=1, le=MAX_READ_MESSAGES)
     max_bytes: int = Field(default=1024 * 1024, ge=1, le=64 * 1024 * 1024)
     wait_ms: int = Field(
         default=0,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from aiohttp import web
 
 from storage_node.server import (
-    compaction_routes,
     routes_admin,
+    routes_compaction,
     routes_groups,
     routes_health,
     routes_messages,
@@ -39,7 +39,7 @@ def create_app(runtime: NodeRuntime) -> web.Application:
         routes_messages,
         routes_groups,
         routes_admin,
-        compaction_routes,
+        routes_compaction,
         routes_replication,
     ):
         module.register(app)

@@ -14,9 +14,9 @@ import json
 from typing import Any
 
 from storage_node.errors import InvalidBatch
+from storage_node.formats.packed import PackedBatch
 from storage_node.server.api_models import Batch, BatchEnvelope, parse
-from storage_node.server.message_json import packed_columns
-from storage_node.store import PackedBatch
+from storage_node.wire.message_json import packed_columns
 
 
 def parse_json_batch(doc: Any, max_messages: int) -> tuple[PackedBatch, str | None, int | None]:

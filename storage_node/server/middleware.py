@@ -16,7 +16,6 @@ from storage_node.server.metrics import NodeMetrics
 log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 DISK_FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
-OPEN_PATHS = ("/healthz", "/readyz", "/metrics")
 HTTP_CODES = {
     400: "invalid_argument",
     401: "unauthenticated",

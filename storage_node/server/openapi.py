@@ -18,15 +18,12 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 import storage_node
+from storage_node.formats.limits import MAX_LOOKUP, MAX_READ_MESSAGES
+from storage_node.formats.names import NAME_PATTERN
 from storage_node.server import api_models as m
-from storage_node.server.api_models import MAX_INT64, MAX_PARTITIONS, NAME_PATTERN
-from storage_node.server.batch_codec import CONTENT_TYPE as BATCH_CONTENT_TYPE
-from storage_node.server.routes_messages import (
-    MAX_LOOKUP,
-    MAX_READ_BYTES,
-    MAX_READ_MESSAGES,
-    MAX_WAIT_MS,
-)
+from storage_node.server.api_models import MAX_INT64, MAX_PARTITIONS
+from storage_node.server.routes_messages import MAX_READ_BYTES, MAX_WAIT_MS
+from storage_node.wire.batch_codec import CONTENT_TYPE as BATCH_CONTENT_TYPE
 
 OCTETS = "application/octet-stream"
 BINARY = {"type": "string", "format": "binary"}

@@ -9,11 +9,10 @@ from typing import Any
 from aiohttp import web
 
 from storage_node.errors import InvalidArgument, InvalidName
-from storage_node.server.routing_table import check_topic_name
+from storage_node.formats.names import is_valid_name
+from storage_node.wire.routing_table import check_topic_name
 
 MAX_INT64 = 2**63 - 1
-GROUP_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
-FILE_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 FILE_KINDS = ("segment", "key_index")
 
 
@@ -23,7 +22,7 @@ def topic_param(request: web.Request) -> str:
 
 def group_param(request: web.Request) -> str:
     group = request.match_info["group"]
-    if not GROUP_NAME_RE.match(group) or group in (".", ".."):
+    if not is_valid_name(group):
         raise InvalidName(f"invalid consumer group name {group!r}")
     return group
 
@@ -32,7 +31,7 @@ def file_params(request: web.Request) -> tuple[str, str]:
     kind, name = request.match_info["kind"], request.match_info["name"]
     if kind not in FILE_KINDS:
         raise InvalidArgument(f"file kind must be one of {FILE_KINDS}, got {kind!r}")
-    if not FILE_NAME_RE.match(name) or name in (".", ".."):
+    if not is_valid_name(name):
         raise InvalidName(f"invalid file name {name!r}")
     return kind, name
 

@@ -12,8 +12,8 @@ from aiohttp import web
 from storage_node.errors import InvalidArgument
 from storage_node.server.api_models import Drain, parse
 from storage_node.server.app_keys import metrics_of, runtime_of
-from storage_node.server.message_json import file_info_to_json
 from storage_node.server.params import file_params, int_value, json_body
+from storage_node.wire.message_json import file_info_to_json
 
 CRC_HEADER = "X-Msgstore-Crc32"
 

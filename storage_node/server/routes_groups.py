@@ -12,7 +12,7 @@ from storage_node.server.api_models import OffsetCommit, parse
 from storage_node.server.app_keys import runtime_of
 from storage_node.server.params import group_param, json_body, scope_param
 from storage_node.server.routes_topics import get_topic_config
-from storage_node.server.routing_table import check_topic_name
+from storage_node.wire.routing_table import check_topic_name
 
 
 async def commit_offset(request: web.Request) -> web.Response:

@@ -12,29 +12,28 @@ import numpy as np
 from aiohttp import web
 
 from storage_node.errors import InvalidArgument, InvalidBatch, NotFound
+from storage_node.formats.limits import MAX_LOOKUP, MAX_READ_MESSAGES
 from storage_node.replication.shipping import H_COPIES
 from storage_node.server.api_models import FetchRequest, parse
 from storage_node.server.app_keys import metrics_of, runtime_of
-from storage_node.server.append_answer import encode_append_answer
-from storage_node.server.batch_codec import CONTENT_TYPE as BATCH_CONTENT_TYPE
-from storage_node.server.batch_codec import (
-    accepts_read_columns,
-    decode_packed,
-    encode_read_answer,
-    frame_read_columns,
-)
-from storage_node.server.fetch_codec import encode_fetch_answer
 from storage_node.server.json_batch import decode_json_batch
-from storage_node.server.message_json import message_to_json, results_json
 from storage_node.server.params import json_body, path_int, query_int, scope_param, topic_param
 from storage_node.server.routes_topics import get_topic_config
 from storage_node.server.runtime import NodeRuntime
 from storage_node.store import Message, PackedBatch
 from storage_node.store.columnar import ReadBatch
+from storage_node.wire.append_answer import encode_append_answer
+from storage_node.wire.batch_codec import CONTENT_TYPE as BATCH_CONTENT_TYPE
+from storage_node.wire.batch_codec import (
+    accepts_read_columns,
+    decode_packed,
+    encode_read_answer,
+    frame_read_columns,
+)
+from storage_node.wire.fetch_codec import encode_fetch_answer
+from storage_node.wire.message_json import message_to_json, results_json
 
-MAX_READ_MESSAGES = 10_000
 MAX_READ_BYTES = 64 * 1024 * 1024
-MAX_LOOKUP = 10_000
 MAX_WAIT_MS = 30_000
 VARY = {"Vary": "Accept"}  # GET answers differ by Accept (JSON or the binary read framing)
 
@@ -74,8 +73,8 @@ def _assign_packed_partitions(
     rest = np.flatnonzero(out < 0)
     if len(rest):
         if not owned:
-            rt.routing.check_owner(topic, rt.next_round_robin(topic, list(range(partitions))))
-        out[rest] = rt.round_robin_run(topic, owned, len(rest))
+            rt.routing.check_owner(topic, rt.round_robin.next(topic, range(partitions)))
+        out[rest] = rt.round_robin.run(topic, owned, len(rest))
     distinct = np.unique(out).tolist()
     _check_partitions(rt, topic, partitions, distinct, len(owned) != partitions)
     return out

@@ -14,12 +14,12 @@ import time
 from aiohttp import web
 
 from storage_node.errors import Fenced, InvalidArgument, NotFound, OffsetOutOfRange
+from storage_node.formats.names import NAME_RE
 from storage_node.replication import shipping
 from storage_node.replication.epochs import check_epoch
 from storage_node.replication.replicas import LogHost, topic_configs
 from storage_node.server.app_keys import runtime_of
 from storage_node.server.params import query_int
-from storage_node.server.routing_table import TOPIC_NAME_RE
 
 MAX_WAIT_MS = 10_000
 
@@ -33,7 +33,7 @@ def _host(request: web.Request) -> LogHost:
 
 def _log_id(request: web.Request) -> str:
     log_id = request.match_info["log"]
-    if not TOPIC_NAME_RE.match(log_id):
+    if not NAME_RE.match(log_id):
         raise InvalidArgument(f"invalid log id {log_id!r}")
     return log_id
 

@@ -17,9 +17,9 @@ from aiohttp import web
 from storage_node.errors import MsgStoreError, UnknownTopic
 from storage_node.server.api_models import TopicPartitions, TopicSpec, parse
 from storage_node.server.app_keys import runtime_of
-from storage_node.server.message_json import topic_config_to_json
 from storage_node.server.params import json_body, scope_param, topic_param
 from storage_node.server.runtime import NodeRuntime
+from storage_node.wire.message_json import topic_config_to_json
 
 
 def parse_topic_body(body: Any) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from storage_node.errors import InvalidArgument, NotOwner, TopicConflict, UnknownTopic
-from storage_node.server.routing_table import (
+from storage_node.wire.routing_table import (
     RoutingTable,
     TopicRoute,
     parse_routing,

@@ -15,9 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import aiohttp
-import numpy as np
 
 from storage_node.errors import DiskFull, MsgStoreError, Unavailable, UnknownTopic
+from storage_node.formats.partitioning import RoundRobin
 from storage_node.replication.replicas import LogHost
 from storage_node.server.routing_state import RoutingState
 from storage_node.server.settings import NodeSettings
@@ -43,7 +43,7 @@ class NodeRuntime:
         )
         self._free_checked_at = 0.0
         self._free_bytes: int | None = None
-        self._round_robin: dict[str, int] = {}
+        self.round_robin = RoundRobin()  # partitions of messages without key
         self.peer_session: aiohttp.ClientSession | None = None
         self._appended: dict[tuple[str, int], asyncio.Event] = {}
         self.replicas: LogHost | None = None  # replicated logs (routing table with "logs")
@@ -158,15 +158,6 @@ class NodeRuntime:
         """Run blocking store work in the read pool so the event loop never waits on disk."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.executor, lambda: fn(*args, **kwargs))
-
-    def next_round_robin(self, topic: str, owned: list[int]) -> int:
-        return int(self.round_robin_run(topic, owned, 1)[0])
-
-    def round_robin_run(self, topic: str, owned: list[int], count: int) -> np.ndarray:
-        """The next ``count`` partitions of the topic's round robin over ``owned``."""
-        index = self._round_robin.get(topic, 0)
-        self._round_robin[topic] = index + count
-        return np.asarray(owned, dtype=np.int64)[(index + np.arange(count)) % len(owned)]
 
     # -- routing and peers --------------------------------------------------------------
     def sync_topics_from_routing(self) -> None:

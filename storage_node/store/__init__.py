@@ -1,8 +1,8 @@
 """Layer 3: the segment store service (see docs/ENGINE_API.md)."""
 
 from storage_node.formats.packed import PackedBatch, PackedColumn
+from storage_node.formats.partitioning import partition_for_key
 from storage_node.store.config import StoreConfig
-from storage_node.store.partitioning import partition_for_key
 from storage_node.store.store import Store
 from storage_node.store.types import (
     AppendColumns,

@@ -17,6 +17,7 @@ import numpy as np
 from storage_node.errors import CorruptData, DiskFull, DuplicateMessageId, NotOwner
 from storage_node.formats.message_id import MS_PER_HOUR, MessageId, numbered_ids
 from storage_node.formats.packed import PackedColumn, pack_batches
+from storage_node.formats.partitioning import RoundRobin
 from storage_node.formats.queue_index import ENTRY_DTYPE, tag_hashes
 from storage_node.formats.record import encode_frames
 from storage_node.store.batches import Prepared, Ticket, prepare, split_results
@@ -61,7 +62,7 @@ class AppendPass:
         self.max_message_bytes = max_message_bytes
         self.check_open = check_open
         self.last_store_ms = last_store_ms  # store times never go back, even if the clock does
-        self._rr: dict[str, int] = {}
+        self._rr = RoundRobin()
         self.topics = topics  # for the current config and deleted topics' records
 
     def write(self, tickets: list[Ticket]) -> None:
@@ -172,14 +173,12 @@ class AppendPass:
         return rec.msg_id == str(mid)
 
     def _next_partition(self, topic: str, nparts: int, allowed: set[int] | None) -> int:
-        rr = self._rr.get(topic, 0)
-        self._rr[topic] = rr + 1
         if allowed is not None:
             choices = sorted(p for p in allowed if 0 <= p < nparts)
             if not choices:
                 raise NotOwner(f"this node owns no partition of {topic!r}", topic=topic)
-            return choices[rr % len(choices)]
-        return rr % nparts
+            return self._rr.next(topic, choices)
+        return self._rr.next(topic, range(nparts))
 
     def _write_topic(
         self, cfg: TopicConfig, prep: Prepared, tickets: list[Ticket]

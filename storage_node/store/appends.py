@@ -14,12 +14,12 @@ from operator import attrgetter
 from typing import Any
 
 from storage_node.errors import InvalidArgument, InvalidBatch
+from storage_node.formats.names import check_name
 from storage_node.formats.packed import ListBatch, PackedBatch, check_list_shapes
 from storage_node.formats.record import MAX_PRODUCER_BYTES
 from storage_node.store.arguments import check_int
 from storage_node.store.batches import Ticket, check_batch_size
 from storage_node.store.group_commit import GroupCommit
-from storage_node.store.names import check_name
 from storage_node.store.pools import LazyPool
 from storage_node.store.topics import TopicRegistry
 from storage_node.store.types import AppendColumns, AppendResult, MessageIn, TopicConfig

@@ -249,22 +249,25 @@ def fetch_frames(
             _s, _c, _m, _f, count, tlen, _pl, _r, store_ms, _seq = unpack(frame)
         else:
             try:
-                want = max(p, pos_list[min(n - 1, i + SPAN_ROWS)])
                 if not lo <= p <= hi - 2:
-                    buf, lo, where = log.span(p, want)
+                    buf, lo, where = log.span(p, max(p, pos_list[min(n - 1, i + SPAN_ROWS)]))
                     view, hi = memoryview(buf), lo + len(buf)
-                foff = frame_offset_of_row(buf, p - lo)
-                if (
-                    foff < 0
-                    or foff + FRAME_SIZE > len(buf)
-                    or foff + int.from_bytes(buf[foff : foff + 4], "little") > len(buf)
-                ):  # the frame does not lie whole in this buffer: a new read from its start
-                    buf, lo, where = log.span(p, want)
+                # the row's index says where its frame starts (frame_offset_of_row, inlined:
+                # this loop runs once per frame of a scan)
+                rel_p = p - lo
+                foff = rel_p - FRAME_SIZE - ROW * int.from_bytes(view[rel_p : rel_p + 2], "little")
+                fits = 0 <= foff and foff + FRAME_SIZE <= hi - lo
+                if fits:
+                    head = unpack(view, foff)
+                if not fits or foff + head[0] > hi - lo:
+                    # the frame does not lie whole in this buffer: a new read from its start
+                    buf, lo, where = log.span(p, max(p, pos_list[min(n - 1, i + SPAN_ROWS)]))
                     view, hi = memoryview(buf), lo + len(buf)
                     foff = frame_offset_of_row(buf, p - lo)
-                if foff < 0 or foff + FRAME_SIZE > len(buf):
-                    raise CorruptData(f"truncated record frame at log position {p} ({where})")
-                size, crc, magic, _f, count, tlen, plen, _r, store_ms, _seq = unpack(buf, foff)
+                    if foff < 0 or foff + FRAME_SIZE > len(buf):
+                        raise CorruptData(f"truncated record frame at log position {p} ({where})")
+                    head = unpack(buf, foff)
+                size, crc, magic, _f, count, tlen, plen, _r, store_ms, _seq = head
                 if (
                     magic != MAGIC
                     or count == 0

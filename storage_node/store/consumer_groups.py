@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from storage_node.errors import OffsetOutOfRange
+from storage_node.formats.names import check_name
 from storage_node.formats.queue_index import QueueIndex
 from storage_node.store.arguments import check_int
-from storage_node.store.names import check_name
 from storage_node.store.offsets import OffsetStore
 from storage_node.store.topics import TopicRegistry
 from storage_node.store.types import TopicConfig

@@ -11,6 +11,7 @@ import numpy as np
 
 from storage_node.errors import CorruptData, InvalidArgument, NotFound, OffsetOutOfRange
 from storage_node.formats.keyhash import key_hash
+from storage_node.formats.limits import MAX_LOOKUP, MAX_READ_MESSAGES
 from storage_node.formats.message_id import parse_msg_id
 from storage_node.formats.queue_index import QueueIndex, tag_hash
 from storage_node.formats.record import Record
@@ -23,8 +24,6 @@ from storage_node.store.queues import PartitionQueues
 from storage_node.store.topics import TopicRegistry
 from storage_node.store.types import LookupResult, Message, ReadResult, TopicConfig
 
-MAX_READ_MESSAGES = 10_000
-MAX_LOOKUP = 10_000
 TAG_SCAN_LIMIT = 20_000
 TAG_SCAN_STEP = 1_000  # a tag filter looks at offsets in steps of this many
 

@@ -18,7 +18,7 @@ from dataclasses import asdict, replace
 
 from storage_node.backend.files import atomic_write
 from storage_node.errors import InvalidArgument, TopicConflict, UnknownTopic
-from storage_node.store.names import check_name
+from storage_node.formats.names import check_name
 from storage_node.store.types import TopicConfig
 
 FORMAT = 2

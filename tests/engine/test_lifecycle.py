@@ -10,7 +10,8 @@ import zlib
 import pytest
 
 from storage_node.errors import InvalidArgument, InvalidName, NotFound
-from storage_node.formats import compact_key_index_bytes, compact_segment_bytes
+from storage_node.formats.compressed import compact_segment_bytes
+from storage_node.formats.key_index_compacted import compact_key_index_bytes
 from storage_node.formats.message_id import hour_folder
 from storage_node.store import MessageIn, Store, TopicConfig
 from tests.engine.conftest import small_config

@@ -12,8 +12,8 @@ from storage_node.errors import InvalidBatch
 from storage_node.formats.keyhash import key_hash, key_hashes
 from storage_node.formats.message_id import format_msg_id, numbered_ids, parse_msg_id
 from storage_node.formats.packed import PackedBatch, PackedColumn
+from storage_node.formats.partitioning import partitions_for_keys
 from storage_node.store import partition_for_key
-from storage_node.store.partitioning import partitions_for_keys
 
 keys_strategy = st.lists(st.one_of(st.none(), st.text(max_size=40)), min_size=1, max_size=60)
 

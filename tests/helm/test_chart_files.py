@@ -61,7 +61,7 @@ def test_spark_image_paths_match_the_job_submission_and_kind_up():
     """Where the Spark image puts spark-submit, the jobs and the sample data is where the
     submit pod, the operator and kind-up look (tests/images runs the image itself)."""
     dockerfile = (REPO / "docker" / "spark.Dockerfile").read_text().replace("\\\n", " ")
-    from storage_node.spark_job import JOBS_DIR, SPARK_SUBMIT
+    from msgstore_operator.spark_job import JOBS_DIR, SPARK_SUBMIT
 
     assert re.search(
         rf"^COPY jobs/ {re.escape(JOBS_DIR.removeprefix('local://'))}/$", dockerfile, re.M

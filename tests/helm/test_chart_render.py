@@ -379,7 +379,7 @@ def test_chart_package_contains_the_crd(helm_bin, tmp_path: Path):
 
 
 def test_operator_pod_is_restricted_and_gets_the_security_defaults(render):
-    from storage_node.pod_security import restricted_violations
+    from msgstore_operator.pod_security import restricted_violations
 
     dep = one(render(), "Deployment")
     pod = dep["spec"]["template"]["spec"]

@@ -8,8 +8,7 @@ import sys
 
 import pytest
 import yaml
-
-from storage_node.spark_job import (
+from msgstore_operator.spark_job import (
     JOBS_DIR,
     KUBERNETES_MASTER,
     IngestRequest,
@@ -188,7 +187,7 @@ def test_request_cores_go_to_the_pods_and_default_to_the_cores():
 
 
 def test_ingest_job_reaches_the_store_over_tls_unless_told_otherwise():
-    from storage_node.spark_job import IngestRequest, build_ingest_job
+    from msgstore_operator.spark_job import IngestRequest, build_ingest_job
 
     req = IngestRequest(store="orders", namespace="shop", topic="orders", input="/data")
     pod = build_ingest_job(req)["spec"]["template"]["spec"]

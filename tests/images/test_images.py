@@ -19,8 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from storage_node.spark_job import JOBS_DIR, SPARK_SUBMIT
+from msgstore_operator.spark_job import JOBS_DIR, SPARK_SUBMIT
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = REPO / "scripts" / "build-images.sh"
@@ -217,7 +216,9 @@ def test_spark_image_paths_the_submission_and_kind_up_use(images):
     assert "100000" in out and str(SPARK_UID) in out, show(proc)
     assert proc.stdout.count("usage:") == 2, show(proc)
     # The same pyspark release as the pin, and spark-submit finds it through SPARK_HOME.
-    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"][
+        "spark"
+    ]
     pin = next(d.split("==")[1] for d in deps if d.startswith("pyspark=="))
     proc = docker_run(
         images["spark"], SPARK_SUBMIT, "--version", opts=("-e", "SPARK_LOCAL_IP=127.0.0.1")

@@ -20,7 +20,7 @@ import yaml
 from cluster_tools import K8sCluster
 from fixtures_controlplane import require_binary
 
-from storage_node.local import free_port
+from storage_node.cli.local import free_port
 
 FAKE_NODE_COUNT = 3
 PORT_OPTIONS = (
@@ -36,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 
 
 def _distinct_free_ports(count: int) -> list[int]:
-    """Free loopback ports, all different (see ``storage_node.local.free_port``)."""
+    """Free loopback ports, all different (see ``storage_node.cli.local.free_port``)."""
     ports: list[int] = []
     for _ in range(count):
         ports.append(free_port("127.0.0.1", ports))

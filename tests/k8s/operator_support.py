@@ -18,7 +18,7 @@ from typing import Any
 
 from cluster_tools import K8sCluster
 
-from storage_node.local import free_port
+from storage_node.cli.local import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_PATH = REPO / "crds" / "messagestore.yaml"
@@ -78,7 +78,7 @@ class OperatorProcess:
                 f"--namespace={self.namespace}",
                 f"--liveness={self.liveness_url}",
                 "-m",
-                "msgstore_operator",
+                "msgstore_operator.handlers",
             ],
             env=env,
             cwd=str(REPO),

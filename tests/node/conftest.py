@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from storage_node.local import LocalCluster, free_port
+from storage_node.cli.local import LocalCluster, free_port
 
 
 class NodeProcess:

@@ -7,7 +7,7 @@ import base64
 import pytest
 import requests
 
-from storage_node.server.batch_codec import CONTENT_TYPE, encode_batch
+from storage_node.wire.batch_codec import CONTENT_TYPE, encode_batch
 
 
 def create(node, name, partitions=3, **extra):

@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 import requests
 
-from storage_node.server.append_answer import (
+from storage_node.store import AppendColumns
+from storage_node.wire.append_answer import (
     HEADER,
     MAGIC,
     decode_append_answer,
     encode_append_answer,
 )
-from storage_node.server.batch_codec import CONTENT_TYPE, MalformedAnswer, encode_batch
-from storage_node.store import AppendColumns
+from storage_node.wire.batch_codec import CONTENT_TYPE, MalformedAnswer, encode_batch
 
 
 def test_round_trip_keeps_every_result() -> None:

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storage_node.errors import InvalidBatch
-from storage_node.server.batch_codec import HEADER, MAGIC, decode_batch, encode_batch
+from storage_node.wire.batch_codec import HEADER, MAGIC, decode_batch, encode_batch
 
 opt_text = st.one_of(st.none(), st.text(max_size=20))
 

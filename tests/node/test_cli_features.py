@@ -15,7 +15,7 @@ import time
 import pytest
 import requests
 
-from storage_node.cli import build_parser
+from storage_node.cli.main import build_parser
 
 CLI = [sys.executable, "-m", "storage_node.cli"]
 

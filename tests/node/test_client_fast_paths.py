@@ -15,8 +15,8 @@ import requests
 
 from storage_node.client import AsyncClient, Client
 from storage_node.errors import InvalidArgument, NotOwner
-from storage_node.server.batch_codec import CONTENT_TYPE
-from storage_node.server.fetch_codec import decode_fetch_answer
+from storage_node.wire.batch_codec import CONTENT_TYPE
+from storage_node.wire.fetch_codec import decode_fetch_answer
 
 BINARY = {"Accept": CONTENT_TYPE}
 

@@ -81,7 +81,7 @@ def test_client_routes_by_key_and_reads_from_any_node(cluster):
         msgs = [{"key": f"order-{i % 40}", "value": f"event {i}", "tag": "t"} for i in range(600)]
         results = client.produce("routed", msgs)
         assert len({r["msg_id"] for r in results}) == 600
-        from storage_node.store.partitioning import partition_for_key
+        from storage_node.formats.partitioning import partition_for_key
 
         for m, r in zip(msgs, results, strict=True):
             assert r["partition"] == partition_for_key(m["key"], 6)

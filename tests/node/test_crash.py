@@ -10,8 +10,8 @@ import time
 
 import requests
 
+from storage_node.cli.local import LocalCluster
 from storage_node.client import Client
-from storage_node.local import LocalCluster
 
 PRODUCERS = 4
 BATCHES = 40

@@ -16,11 +16,11 @@ from collections.abc import Iterator
 import pytest
 import requests
 
+from storage_node.cli.local import free_port
 from storage_node.client import Client
 from storage_node.errors import InvalidArgument
-from storage_node.local import free_port
 from storage_node.server.routing_state import read_routing_file, write_routing_file
-from storage_node.server.routing_table import parse_routing
+from storage_node.wire.routing_table import parse_routing
 
 
 class Forwarder:

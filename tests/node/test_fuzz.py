@@ -11,8 +11,8 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import CHECKS
 
-from storage_node.server.batch_codec import CONTENT_TYPE as BATCH_CONTENT_TYPE
 from storage_node.server.openapi import openapi_document
+from storage_node.wire.batch_codec import CONTENT_TYPE as BATCH_CONTENT_TYPE
 
 doc = openapi_document()
 # draining makes later writes answer 503 on purpose; it has its own test in test_api.py

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from storage_node.errors import InvalidBatch
 from storage_node.server.api_models import Batch, parse
 from storage_node.server.json_batch import parse_json_batch
-from storage_node.server.message_json import packed_columns, results_json
 from storage_node.store import AppendColumns
+from storage_node.wire.message_json import packed_columns, results_json
 
 text = st.text(max_size=12)
 message = st.fixed_dictionaries(

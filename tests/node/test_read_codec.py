@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage_node.server.batch_codec import (
+from storage_node.store import Message
+from storage_node.wire.batch_codec import (
     READ_HEADER,
     READ_MAGIC,
     MalformedAnswer,
@@ -18,7 +19,6 @@ from storage_node.server.batch_codec import (
     decode_read_answer,
     encode_read_answer,
 )
-from storage_node.store import Message
 
 opt_text = st.one_of(st.none(), st.text(max_size=12))
 stamp = st.integers(0, 2**62)

@@ -11,7 +11,7 @@ import requests
 
 from storage_node.client import AsyncClient, Client
 from storage_node.errors import InvalidArgument, UnknownTopic
-from storage_node.server.batch_codec import CONTENT_TYPE, decode_read_answer
+from storage_node.wire.batch_codec import CONTENT_TYPE, decode_read_answer
 
 BINARY = {"Accept": CONTENT_TYPE}
 

@@ -17,8 +17,8 @@ import requests
 from cryptography import x509
 
 from storage_node import tls
+from storage_node.cli.local import LocalCluster
 from storage_node.client import AsyncClient, Client, TlsError, Unauthenticated
-from storage_node.local import LocalCluster
 from tests.node.conftest import NodeProcess
 
 TOKEN = "tls-test-token"

@@ -177,7 +177,8 @@ def commit_garbage(store: Store) -> object:
 
 def commit_wrong_crc(store: Store) -> object:
     """A real rewrite of a sealed file, sent with the wrong checksum."""
-    from storage_node.formats import compact_key_index_bytes, compact_segment_bytes
+    from storage_node.formats.compressed import compact_segment_bytes
+    from storage_node.formats.key_index_compacted import compact_key_index_bytes
 
     sealed = store.sealed_files()[0]
     raw = store.open_sealed(sealed.kind, sealed.name)

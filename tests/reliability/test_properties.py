@@ -30,8 +30,8 @@ from hypothesis.stateful import (
 )
 
 from storage_node.errors import NotFound, OffsetOutOfRange
+from storage_node.formats.partitioning import partition_for_key
 from storage_node.store import MessageIn, Store, TopicConfig
-from storage_node.store.partitioning import partition_for_key
 
 from .model import StoreModel
 from .support import small_config

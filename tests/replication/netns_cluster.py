@@ -24,9 +24,9 @@ from typing import Any
 
 import requests
 
-from storage_node.local import NodeProcess, node_command
+from storage_node.cli.local import NodeProcess, node_command
 from storage_node.server.routing_state import read_routing_file, write_routing_file
-from storage_node.server.routing_table import new_local_table
+from storage_node.wire.routing_table import new_local_table
 
 PORT = 7100
 

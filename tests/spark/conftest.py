@@ -68,7 +68,7 @@ def spark():
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory):
-    from storage_node.local import LocalCluster
+    from storage_node.cli.local import LocalCluster
 
     local = LocalCluster(tmp_path_factory.mktemp("spark-cluster"))
     local.up(nodes=3, env=NODE_ENV)

@@ -9,7 +9,7 @@ from msgstore_spark.arrow_codec import encode_frame, messages_to_batch
 from msgstore_spark.errors import OptionError
 from msgstore_spark.options import EARLIEST, LATEST, read_options, write_options
 
-from storage_node.server.batch_codec import decode_batch
+from storage_node.wire.batch_codec import decode_batch
 
 BASE = {"endpoints": "http://127.0.0.1:1", "topic": "orders"}
 

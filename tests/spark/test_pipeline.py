@@ -13,7 +13,7 @@ import time
 import pytest
 from pyspark.sql import functions as F
 
-from storage_node.sample_data import ensure_sample_file
+from storage_node.demo.sample_data import ensure_sample_file
 
 pytestmark = pytest.mark.spark
 
@@ -222,7 +222,7 @@ def test_bad_input_is_refused_and_changes_nothing(spark, endpoints, client):
 
 
 def test_auth_failure_names_the_token(spark, tmp_path_factory):
-    from storage_node.local import LocalCluster
+    from storage_node.cli.local import LocalCluster
 
     secured = LocalCluster(tmp_path_factory.mktemp("secured"))
     secured.up(nodes=1, env={"MSGSTORE_TOKEN": "s3cret"})

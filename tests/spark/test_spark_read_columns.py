@@ -15,9 +15,9 @@ from msgstore_spark.arrow_codec import READ_SCHEMA, columns_to_batch, messages_t
 from msgstore_spark.options import ConnectionOptions
 from msgstore_spark.ranges import OffsetRange, read_range
 
-from storage_node.server.batch_codec import decode_read_answer, encode_read_answer
-from storage_node.server.message_json import message_to_json
 from storage_node.store import Message
+from storage_node.wire.batch_codec import decode_read_answer, encode_read_answer
+from storage_node.wire.message_json import message_to_json
 
 opt_text = st.one_of(st.none(), st.text(max_size=10))
 

@@ -10,8 +10,8 @@ import pytest
 from storage_node.errors import CorruptData, Fenced, InvalidArgument
 from storage_node.replication.epochs import LeaderEpochs, check_epoch
 from storage_node.replication.shipping import check_shipment, read_shipment
-from storage_node.server.routing_table import new_local_table, parse_routing
 from storage_node.store import MessageIn, Store, StoreConfig, TopicConfig
+from storage_node.wire.routing_table import new_local_table, parse_routing
 
 
 def _table_doc() -> dict:

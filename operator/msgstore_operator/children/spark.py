@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from storage_node.spark_job import (
+from msgstore_operator.spark_job import (
     SPARK_CA_FILE,
     SparkResources,
     SparkSubmit,

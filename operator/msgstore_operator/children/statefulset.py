@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from storage_node.pod_security import (
+from msgstore_operator.pod_security import (
     NODE_UID,
     container_security_context,
     pod_security_context,

@@ -8,10 +8,9 @@ import pytest
 import yaml
 from msgstore_operator.children import Owner, build_compaction_cronjob, build_statefulset
 from msgstore_operator.children.spark import build_spark_templates_config_map
+from msgstore_operator.pod_security import NODE_UID, SPARK_UID, restricted_violations
+from msgstore_operator.spark_job import IngestRequest, build_ingest_job, spark_templates_data
 from msgstore_operator.spec import SecurityDefaults, parse_spec
-
-from storage_node.pod_security import NODE_UID, SPARK_UID, restricted_violations
-from storage_node.spark_job import IngestRequest, build_ingest_job, spark_templates_data
 
 OWNER = Owner(name="demo", namespace="ns1", uid="uid-123")
 SPARK = {"compaction": {"mode": "spark", "schedule": "@hourly"}}

@@ -13,7 +13,7 @@ from msgstore_operator.routing import (
 )
 from msgstore_operator.spec import parse_spec
 
-from storage_node.server.routing_table import parse_routing
+from storage_node.wire.routing_table import parse_routing
 
 SPEC = parse_spec(
     {

@@ -10,7 +10,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from storage_node.server.app_keys import runtime_of
-from storage_node.server.message_json import file_info_to_json
+from storage_node.wire.message_json import file_info_to_json
 
 
 async def seal(request: web.Request) -> web.Response:

@@ -23,7 +23,7 @@ import requests
 
 from storage_node.errors import InvalidArgument, Unavailable
 from storage_node.server.routing_state import read_routing_file, write_routing_file
-from storage_node.server.routing_table import (
+from storage_node.wire.routing_table import (
     NodeEntry,
     RoutingTable,
     check_replication,

@@ -13,9 +13,7 @@ import sys
 from typing import Any
 
 import yaml
-
-from storage_node.errors import InvalidArgument
-from storage_node.spark_job import (
+from msgstore_operator.spark_job import (
     DEFAULT_PORT,
     DEFAULT_SPARK_IMAGE,
     INGEST_FORMATS,
@@ -23,6 +21,8 @@ from storage_node.spark_job import (
     SparkResources,
     build_ingest_job,
 )
+
+from storage_node.errors import InvalidArgument
 
 
 def add_spark_job_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -86,8 +86,8 @@ def add_spark_job_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def register(subparsers: Any, _connection_parent: argparse.ArgumentParser) -> None:
-    """The CLI's provider hook (storage_node.cli.SUBCOMMAND_PROVIDERS)."""
+def register_spark_job(subparsers: Any, _connection_parent: argparse.ArgumentParser) -> None:
+    """`msgstore spark-job ...`: Kubernetes Jobs that submit msgstore's Spark jobs."""
     add_spark_job_parser(subparsers)
 
 
@@ -140,7 +140,7 @@ def run_spark_job(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry (`python -m storage_node.spark_job_cli`), same as `msgstore spark-job`."""
+    """Stand-alone entry (`python -m storage_node.cli.spark_job`), same as `msgstore spark-job`."""
     parser = argparse.ArgumentParser(prog="msgstore")
     add_spark_job_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)

@@ -7,14 +7,13 @@ operator all share one definition of the document.
 from __future__ import annotations
 
 import copy
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from storage_node.errors import InvalidArgument, InvalidName
+from storage_node.formats.names import is_valid_name
 
 ROUTING_FORMAT = 1
-TOPIC_NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 MANAGED_BY = ("local", "operator", "standalone")
 COMPRESSIONS = ("none", "lz4")
 DELETED_TOPICS = "deleted_topics"
@@ -22,7 +21,7 @@ DELETED_TOPICS = "deleted_topics"
 
 def check_topic_name(name: object) -> str:
     """Return the name if it is a legal topic name, else raise InvalidName."""
-    if not isinstance(name, str) or not TOPIC_NAME_RE.match(name) or name in (".", ".."):
+    if not is_valid_name(name):
         raise InvalidName(
             f"invalid topic name {name!r}: use 1-200 of A-Z a-z 0-9 . _ - (not '.' or '..')"
         )

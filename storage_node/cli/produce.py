@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
+from storage_node.cli.common import silence_stdout
 from storage_node.client.common import OutMessage
 from storage_node.errors import MsgStoreError
 
@@ -304,7 +305,7 @@ def _resume_hint(first_unstored: int, stored_after: int) -> str:
 def cmd_produce(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from storage_node.cli import _client
+    from storage_node.cli.common import client_of
 
     if args.batch_size < 1 or args.batch_bytes < 1 or args.linger_ms < 0 or args.skip < 0:
         raise_usage("--batch-size and --batch-bytes must be >= 1, --linger-ms and --skip >= 0")
@@ -339,7 +340,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
     out = sys.stdout.buffer
     try:
         with (
-            _client(args) as client,
+            client_of(args) as client,
             tqdm(
                 unit="msg", file=sys.stderr, desc=f"produce {args.topic}", disable=not show_bar
             ) as bar,
@@ -434,7 +435,7 @@ def _produce_loop(
                 flush()
     except BrokenPipeError:
         # the results' reader went away; the batch whose results failed to print is stored
-        _silence_stdout()
+        silence_stdout()
         batch_end = sending[1]
         print(
             f"error: output closed: stored {producer.stored} message(s) through line "
@@ -484,13 +485,6 @@ def _produce_loop(
         )
     print(summary, file=sys.stderr)
     return exit_code
-
-
-def _silence_stdout() -> None:
-    """After EPIPE on stdout: point it at /dev/null so the interpreter's exit flush is quiet."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
 
 
 def register_produce(sub: Any, parent: argparse.ArgumentParser) -> None:

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from storage_node.server.batch_codec import MAX_MESSAGES, MalformedAnswer
-from storage_node.store import AppendColumns
+from storage_node.wire.batch_codec import MAX_MESSAGES, MalformedAnswer
+
+if TYPE_CHECKING:
+    from storage_node.store.types import AppendColumns
 
 MAGIC = b"MSA1"
 HEADER = struct.Struct("<4sI")
@@ -52,7 +55,9 @@ class AppendAnswer:
 
     @property
     def msg_ids(self) -> list[str]:
-        return AppendColumns(self.partitions, self.offsets, self.ids, self.id_lengths).msg_ids
+        ends = np.cumsum(self.id_lengths).tolist()
+        text = self.ids.decode("ascii")  # checked ASCII: byte offsets are character offsets
+        return list(map(text.__getitem__, map(slice, [0, *ends[:-1]], ends)))
 
 
 def decode_append_answer(body: bytes) -> AppendAnswer:

@@ -16,12 +16,14 @@ from typing import Any
 
 import yaml
 
-from storage_node.errors import InvalidArgument
-from storage_node.pod_security import (
+from msgstore_operator import naming
+from msgstore_operator.pod_security import (
     SPARK_UID,
     container_security_context,
     pod_security_context,
 )
+from storage_node.errors import InvalidArgument
+from storage_node.formats.names import is_valid_name
 
 SPARK_SUBMIT = "/opt/spark/bin/spark-submit"
 KUBERNETES_MASTER = "k8s://https://kubernetes.default.svc:443"
@@ -34,23 +36,12 @@ INGEST_FORMATS = ("jsonl", "json", "csv", "parquet")
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _MEMORY = re.compile(r"^[0-9]+[kmgt]?$")
 _CPU = re.compile(r"^([1-9][0-9]{0,5}m|[0-9]{1,3}(\.[0-9]{1,3})?)$")
-_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
-
-
-def spark_account_name(store: str) -> str:
-    """The ServiceAccount the operator creates for a store's Spark jobs."""
-    return f"{store}-spark"
-
-
-def token_secret_name(store: str) -> str:
-    """The Secret holding a store's node token when the operator generated it."""
-    return f"{store}-token"
 
 
 def store_endpoint(store: str, namespace: str, port: int = DEFAULT_PORT, tls: bool = False) -> str:
     """The store's client Service, as pods in the cluster reach it."""
     scheme = "https" if tls else "http"
-    return f"{scheme}://{store}.{namespace}.svc.{CLUSTER_DOMAIN}:{port}"
+    return naming.service_address(store, namespace, port, CLUSTER_DOMAIN, scheme)
 
 
 # Spark driver and executor pods get their security context (and the store's CA) from pod
@@ -59,17 +50,8 @@ def store_endpoint(store: str, namespace: str, port: int = DEFAULT_PORT, tls: bo
 TEMPLATES_DIR = "/opt/msgstore/pod-templates"
 DRIVER_TEMPLATE = "driver.yaml"
 EXECUTOR_TEMPLATE = "executor.yaml"
-CLIENT_LABEL = "msgstore.io/client"
-SPARK_CA_DIR = "/etc/msgstore/ca"
-SPARK_CA_FILE = f"{SPARK_CA_DIR}/ca.crt"
-
-
-def spark_templates_config_map_name(store: str) -> str:
-    return f"{store}-spark-templates"
-
-
-def ca_config_map_name(store: str) -> str:
-    return f"{store}-ca"
+SPARK_CA_DIR = naming.CA_DIR  # the same mount point as in the node pods
+SPARK_CA_FILE = naming.CA_FILE
 
 
 def spark_pod_template(ca_config_map: str | None) -> dict[str, Any]:
@@ -285,7 +267,7 @@ class IngestRequest:
         check_dns_label(self.namespace, "namespace")
         if self.name is not None:
             check_dns_label(self.name, "job name", 52)
-        if not _TOPIC.match(self.topic) or self.topic in (".", ".."):
+        if not is_valid_name(self.topic):
             raise InvalidArgument(f"topic {self.topic!r} must be 1-200 of A-Z a-z 0-9 . _ -")
         if self.format not in INGEST_FORMATS:
             raise InvalidArgument(f"format must be one of {', '.join(INGEST_FORMATS)}")
@@ -305,27 +287,14 @@ class IngestRequest:
         return self
 
     def job_name(self) -> str:
-        # 52 characters leave room for the suffix of the Job's pod names (labels <= 63).
-        default = f"{self.store}-ingest-{_short_topic(self.topic)}"[:52].rstrip("-")
-        return self.name or default
-
-
-def _short_topic(topic: str) -> str:
-    """A topic name squeezed into a DNS label fragment (Job names are DNS labels)."""
-    cleaned = re.sub(r"[^a-z0-9-]+", "-", topic.lower()).strip("-")
-    return (cleaned or "topic")[:20].rstrip("-")
+        return self.name or naming.ingest_job_name(self.store, self.topic)
 
 
 def build_ingest_job(req: IngestRequest) -> dict[str, Any]:
     """The Job that submits spark/jobs/ingest.py against a store running in the cluster."""
     req.validate()
     name = req.job_name()
-    labels = {
-        "app.kubernetes.io/name": "msgstore",
-        "app.kubernetes.io/instance": req.store,
-        "app.kubernetes.io/component": "ingest",
-        "app.kubernetes.io/managed-by": "msgstore-cli",
-    }
+    labels = {**naming.common_labels(req.store, "ingest"), **naming.cli_managed()}
     job_args = [
         "--endpoint",
         store_endpoint(req.store, req.namespace, req.port, req.tls),
@@ -345,20 +314,20 @@ def build_ingest_job(req: IngestRequest) -> dict[str, Any]:
             job_args += [flag, value]
     token_secret = None
     if req.auth:
-        token_secret = req.token_secret or token_secret_name(req.store)
+        token_secret = req.token_secret or naming.token_secret_name(req.store)
     sub = SparkSubmit(
         app_name=name,
         namespace=req.namespace,
         image=req.image,
-        service_account=req.service_account or spark_account_name(req.store),
+        service_account=req.service_account or naming.spark_account_name(req.store),
         job="ingest.py",
         job_args=tuple(job_args),
         resources=req.resources,
         token_secret=token_secret,
         token_key=req.token_key,
         # The client label lets driver and executors through the store's NetworkPolicy.
-        labels=(("app.kubernetes.io/instance", req.store), (CLIENT_LABEL, req.store)),
-        pod_templates=spark_templates_config_map_name(req.store),
+        labels=(("app.kubernetes.io/instance", req.store), (naming.CLIENT_LABEL, req.store)),
+        pod_templates=naming.spark_templates_config_map_name(req.store),
         ca_file=SPARK_CA_FILE if req.tls else None,
     )
     return build_spark_job(sub, name, labels, req.image_pull_policy)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import base64
 from itertools import repeat
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from storage_node.store import AppendColumns, PackedBatch, PackedColumn
+from storage_node.formats.packed import PackedBatch, PackedColumn
+
+if TYPE_CHECKING:
+    from storage_node.store.types import AppendColumns
 
 MESSAGE_FIELDS = frozenset(
     {"key", "tag", "value", "value_base64", "msg_id", "timestamp", "partition"}

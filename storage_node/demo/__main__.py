@@ -7,10 +7,16 @@ Python client and lets the nodes compact by themselves instead (no Spark needed)
 Environment: MSGSTORE_DEMO_EXIT=1 exits after printing; MSGSTORE_DEMO_ROWS sets the sample
 size (default 300000); MSGSTORE_DEMO_DIR keeps the cluster in that directory instead of a
 temporary one; MSGSTORE_DEMO_NODES sets the node count (default 3).
+
+Paths (options, else environment, else relative to the current directory, which for
+``make run`` is the repository): ``--sample-dir`` / MSGSTORE_DEMO_SAMPLE_DIR where the
+generated sample file is kept (default data/sample), ``--jobs-dir`` / MSGSTORE_SPARK_JOBS_DIR
+the Spark job scripts (default spark/jobs).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -22,13 +28,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from storage_node.cli.local import LocalCluster
 from storage_node.client import Client
-from storage_node.local import LocalCluster
-from storage_node.sample_data import DEFAULT_ROWS, ensure_sample_file
+from storage_node.demo.sample_data import DEFAULT_ROWS, ensure_sample_file
+from storage_node.demo.spark import check_jobs_dir, run_job
+from storage_node.errors import InvalidArgument
 
 TOPIC = "orders"
 PARTITIONS = 6
-REPO_DATA = Path(__file__).resolve().parent.parent / "data"
 
 
 def say(text: str) -> None:
@@ -47,8 +54,8 @@ def show(title: str, doc: Any) -> None:
         say(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
 
 
-def sample_path(rows: int) -> Path:
-    return REPO_DATA / "sample" / f"orders-{rows}.jsonl"
+def sample_path(sample_dir: Path, rows: int) -> Path:
+    return sample_dir / f"orders-{rows}.jsonl"
 
 
 def use_spark() -> bool:
@@ -60,16 +67,17 @@ def node_env() -> dict[str, str]:
     return {"MSGSTORE_COMPACT_AFTER_S": "3600"} if use_spark() else {}
 
 
-def load_sample_data(cluster: LocalCluster, path: Path, topic: str) -> dict[str, Any]:
+def load_sample_data(
+    cluster: LocalCluster, path: Path, topic: str, jobs_dir: Path
+) -> dict[str, Any]:
     """Load JSON lines into the topic: key = order id, tag = event type, born time = ts."""
     if not use_spark():
         return load_with_client(cluster, path, topic)
-    from storage_node.demo_spark import run_job
 
     args = ["--endpoints", ",".join(cluster.addresses), "--topic", topic, "--input", str(path)]
     args += ["--format", "json", "--key-column", "order_id", "--tag-column", "event_type"]
     args += ["--timestamp-column", "ts", "--partitions", str(PARTITIONS)]
-    summary = run_job("ingest", args)["ingest"]
+    summary = run_job(jobs_dir, "ingest", args)["ingest"]
     return {
         "messages": summary["rows"],
         "seconds": summary["seconds"],
@@ -103,13 +111,12 @@ def load_with_client(cluster: LocalCluster, path: Path, topic: str) -> dict[str,
     return {"messages": count, "seconds": round(seconds, 2), "msgs_per_s": round(count / seconds)}
 
 
-def compact_cluster(cluster: LocalCluster) -> dict[str, Any]:
+def compact_cluster(cluster: LocalCluster, jobs_dir: Path) -> dict[str, Any]:
     """Seal every node's active files, then compact them on Spark executors."""
     if not use_spark():
         return compact_with_nodes(cluster)
-    from storage_node.demo_spark import run_job
 
-    summary = run_job("compact", ["--endpoints", ",".join(cluster.addresses), "--seal"])
+    summary = run_job(jobs_dir, "compact", ["--endpoints", ",".join(cluster.addresses), "--seal"])
     return {**summary["compact"], "via": "spark/jobs/compact.py"}
 
 
@@ -182,7 +189,32 @@ def example_queries(cluster: LocalCluster, topic: str) -> None:
         show("files per node after compaction", file_summary(client))
 
 
-def main() -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m storage_node.demo", description=__doc__)
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument(
+        "--sample-dir",
+        type=Path,
+        default=Path(os.environ.get("MSGSTORE_DEMO_SAMPLE_DIR", "data/sample")),
+        help="where the generated sample file is kept (default %(default)s)",
+    )
+    parser.add_argument(
+        "--jobs-dir",
+        type=Path,
+        default=Path(os.environ.get("MSGSTORE_SPARK_JOBS_DIR", "spark/jobs")),
+        help="the Spark job scripts ingest.py and compact.py (default %(default)s)",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if use_spark():
+        try:
+            check_jobs_dir(args.jobs_dir)
+        except InvalidArgument as err:
+            print(f"error: {err.message}", file=sys.stderr)
+            return 2
     rows = int(os.environ.get("MSGSTORE_DEMO_ROWS", DEFAULT_ROWS))
     nodes = int(os.environ.get("MSGSTORE_DEMO_NODES", "3"))
     keep_dir = os.environ.get("MSGSTORE_DEMO_DIR")
@@ -191,7 +223,7 @@ def main() -> int:
     if keep_dir and (workdir / "routing.json").exists():
         shutil.rmtree(workdir)  # a fresh cluster each run: the demo loads the data once
     say(f"sample data: {rows} order events")
-    path = ensure_sample_file(sample_path(rows), rows)
+    path = ensure_sample_file(sample_path(args.sample_dir, rows), rows)
     say(f"  {path} ({path.stat().st_size // (1 << 20)} MiB)")
     cluster = LocalCluster(workdir)
     stop = threading.Event()
@@ -203,9 +235,9 @@ def main() -> int:
         with Client(cluster.addresses) as client:
             client.create_topic(TOPIC, PARTITIONS)
         say(f"loading {path.name} into topic '{TOPIC}' ({PARTITIONS} partitions)")
-        show("load", load_sample_data(cluster, path, TOPIC))
+        show("load", load_sample_data(cluster, path, TOPIC, args.jobs_dir))
         say("compacting (seal, LZ4 blocks, compacted key indexes)")
-        show("compaction", compact_cluster(cluster))
+        show("compaction", compact_cluster(cluster, args.jobs_dir))
         example_queries(cluster, TOPIC)
         if exit_after:
             return 0

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from storage_node.errors import CorruptData, InvalidArgument, InvalidBatch
-from storage_node.store import PackedBatch, PackedColumn
+from storage_node.formats.packed import PackedBatch, PackedColumn
 
 CONTENT_TYPE = "application/x-msgstore-batch"
 MAGIC = b"MSB1"

@@ -1,59 +1,19 @@
 """The ``msgstore`` command line: run a node, a local cluster, and talk to a cluster.
 
-Subcommands register themselves through ``register(subparsers)`` functions. Other packages
-add theirs by listing ``"module:function"`` in SUBCOMMAND_PROVIDERS (a provider that cannot
-be imported is skipped, so optional parts never break the core commands).
+Subcommands register themselves through ``register_*(subparsers, parent)`` functions, each
+imported directly: a broken module fails loudly instead of hiding its commands.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import sys
-from collections.abc import Callable
 from typing import Any
 
+from storage_node.cli.common import client_of, connection_parent, print_json, silence_stdout
 from storage_node.errors import MsgStoreError
-
-DEFAULT_ENDPOINT = "http://127.0.0.1:7100"
-SUBCOMMAND_PROVIDERS: list[str] = [
-    "msgstore_spark.cli:register",
-    "storage_node.spark_job_cli:register",
-]
-
-
-def _print_json(doc: Any) -> None:
-    json.dump(doc, sys.stdout, indent=2, sort_keys=True)
-    sys.stdout.write("\n")
-
-
-def _connection_parent() -> argparse.ArgumentParser:
-    parent = argparse.ArgumentParser(add_help=False)
-    parent.add_argument(
-        "--endpoint",
-        default=os.environ.get("MSGSTORE_ENDPOINT", DEFAULT_ENDPOINT),
-        help="any node of the cluster (env MSGSTORE_ENDPOINT; default %(default)s)",
-    )
-    parent.add_argument(
-        "--token",
-        default=os.environ.get("MSGSTORE_TOKEN"),
-        help="bearer token (env MSGSTORE_TOKEN)",
-    )
-    parent.add_argument(
-        "--ca",
-        default=os.environ.get("MSGSTORE_CA"),
-        help="CA certificate (PEM) the nodes' TLS certificates must verify against; "
-        "then every address must be https (env MSGSTORE_CA)",
-    )
-    return parent
-
-
-def _client(args: argparse.Namespace) -> Any:
-    from storage_node.client import Client
-
-    return Client(args.endpoint.split(","), token=args.token, ca=getattr(args, "ca", None))
 
 
 # -- serve --------------------------------------------------------------------------------
@@ -98,7 +58,7 @@ def register_serve(sub: Any) -> None:
 
 # -- local cluster --------------------------------------------------------------------------
 def cmd_local_up(args: argparse.Namespace) -> int:
-    from storage_node.local import LocalCluster
+    from storage_node.cli.local import LocalCluster
 
     env = {"MSGSTORE_TOKEN": args.token} if args.token else {}
     cluster = LocalCluster(args.data_dir)
@@ -119,7 +79,7 @@ def cmd_local_up(args: argparse.Namespace) -> int:
 
 
 def cmd_local_down(args: argparse.Namespace) -> int:
-    from storage_node.local import LocalCluster
+    from storage_node.cli.local import LocalCluster
 
     stopped = LocalCluster(args.data_dir).down()
     print(f"stopped {len(stopped)} node(s): {' '.join(stopped) or '-'}")
@@ -127,7 +87,7 @@ def cmd_local_down(args: argparse.Namespace) -> int:
 
 
 def cmd_local_status(args: argparse.Namespace) -> int:
-    from storage_node.local import LocalCluster
+    from storage_node.cli.local import LocalCluster
 
     cluster = LocalCluster(args.data_dir)
     if not cluster.nodes:
@@ -141,7 +101,7 @@ def cmd_local_status(args: argparse.Namespace) -> int:
 
 
 def cmd_local_stop(args: argparse.Namespace) -> int:
-    from storage_node.local import LocalCluster
+    from storage_node.cli.local import LocalCluster
 
     cluster = LocalCluster(args.data_dir)
     was_running = cluster.stop(args.node)
@@ -150,7 +110,7 @@ def cmd_local_stop(args: argparse.Namespace) -> int:
 
 
 def cmd_local_restart(args: argparse.Namespace) -> int:
-    from storage_node.local import LocalCluster
+    from storage_node.cli.local import LocalCluster
 
     cluster = LocalCluster(args.data_dir)
     n = cluster.restart(args.node, stop_first=True)
@@ -223,11 +183,11 @@ def register_local(sub: Any) -> None:
 
 # -- topics and data ------------------------------------------------------------------------
 def cmd_topic_create(args: argparse.Namespace) -> int:
-    with _client(args) as client:
+    with client_of(args) as client:
         doc = client.create_topic(
             args.name, args.partitions, args.compression, args.retention_hours
         )
-    _print_json(doc)
+    print_json(doc)
     for node, why in sorted((doc.get("skipped_nodes") or {}).items()):
         print(
             f"note: no partition placed on {node}: it is not ready ({why}); "
@@ -238,7 +198,7 @@ def cmd_topic_create(args: argparse.Namespace) -> int:
 
 
 def cmd_topic_list(args: argparse.Namespace) -> int:
-    with _client(args) as client:
+    with client_of(args) as client:
         for t in client.list_topics():
             print(
                 f"{t['name']}\tpartitions={t['partitions']}\tcompression={t['compression']}"
@@ -248,7 +208,7 @@ def cmd_topic_list(args: argparse.Namespace) -> int:
 
 
 def cmd_topic_describe(args: argparse.Namespace) -> int:
-    with _client(args) as client:
+    with client_of(args) as client:
         doc = client.describe_topic(args.name)
     total = 0
     for part in doc["partition_offsets"]:
@@ -256,7 +216,7 @@ def cmd_topic_describe(args: argparse.Namespace) -> int:
         part["messages"] = None if first is None or nxt is None else nxt - first
         total += part["messages"] or 0
     doc["messages"] = total
-    _print_json(doc)
+    print_json(doc)
     if doc.get("unreachable_nodes"):
         print(
             f"note: nodes {', '.join(doc['unreachable_nodes'])} did not answer; "
@@ -282,19 +242,19 @@ def register_topic(sub: Any, parent: argparse.ArgumentParser) -> None:
     desc = tsub.add_parser("describe", parents=[parent], help="partitions, owners, offsets")
     desc.add_argument("name", help="topic name")
     desc.set_defaults(func=cmd_topic_describe)
-    from storage_node.cli_admin import register_topic_admin
+    from storage_node.cli.admin import register_topic_admin
 
     register_topic_admin(tsub, parent)
 
 
 def cmd_get(args: argparse.Namespace) -> int:
-    with _client(args) as client:
-        _print_json(client.get_message(args.msg_id))
+    with client_of(args) as client:
+        print_json(client.get_message(args.msg_id))
     return 0
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    with _client(args) as client:
+    with client_of(args) as client:
         doc = client.lookup_key(args.topic, args.key, args.begin, args.end, args.max)
         for message in doc["messages"]:
             print(json.dumps(message, sort_keys=True))
@@ -304,26 +264,26 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def cmd_cluster(args: argparse.Namespace) -> int:
-    with _client(args) as client:
-        _print_json(client.cluster())
+    with client_of(args) as client:
+        print_json(client.cluster())
     return 0
 
 
 def cmd_files(args: argparse.Namespace) -> int:
-    with _client(args) as client:
-        _print_json(client.files())
+    with client_of(args) as client:
+        print_json(client.files())
     return 0
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
-    with _client(args) as client:
-        _print_json(client.compact())
+    with client_of(args) as client:
+        print_json(client.compact())
     return 0
 
 
 def register_data(sub: Any, parent: argparse.ArgumentParser) -> None:
-    from storage_node.cli_consume import register_consume
-    from storage_node.cli_produce import register_produce
+    from storage_node.cli.consume import register_consume
+    from storage_node.cli.produce import register_produce
 
     register_produce(sub, parent)
     register_consume(sub, parent)
@@ -367,8 +327,9 @@ CORE_COMMANDS = frozenset(
 
 
 def build_parser(with_providers: bool = True) -> argparse.ArgumentParser:
-    """The full parser; ``with_providers=False`` skips the optional subcommand packages (they
-    may import heavy libraries, which a node process or a core command should not pay for)."""
+    """The full parser; ``with_providers=False`` skips the commands outside the core ones
+    (``spark-job`` renders Kubernetes objects, which a node process or a core command need
+    not import)."""
     parser = argparse.ArgumentParser(prog="msgstore", description="msgstore message store")
     parser.add_argument(
         "--version",
@@ -377,21 +338,18 @@ def build_parser(with_providers: bool = True) -> argparse.ArgumentParser:
         help="print the version and exit",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    parent = _connection_parent()
+    parent = connection_parent()
     register_serve(sub)
     register_local(sub)
     register_topic(sub, parent)
     register_data(sub, parent)
-    from storage_node.cli_admin import register_group
+    from storage_node.cli.admin import register_group
 
     register_group(sub, parent)
-    for provider in SUBCOMMAND_PROVIDERS if with_providers else []:
-        module_name, _, func_name = provider.partition(":")
-        try:
-            register: Callable[..., None] = getattr(importlib.import_module(module_name), func_name)
-        except (ImportError, AttributeError):
-            continue
-        register(sub, parent)
+    if with_providers:
+        from storage_node.cli.spark_job import register_spark_job
+
+        register_spark_job(sub, parent)
     return parser
 
 
@@ -427,8 +385,7 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        silence_stdout()
         print("error: output closed before everything was written", file=sys.stderr)
         return 1
     except OSError as exc:  # a busy port, an unreadable file, a full disk...

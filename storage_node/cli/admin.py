@@ -46,9 +46,9 @@ def group_rows(client: Any, group: str, topic: str | None) -> list[dict[str, Any
 
 
 def cmd_group_list(args: argparse.Namespace) -> int:
-    from storage_node.cli import _client
+    from storage_node.cli.common import client_of
 
-    with _client(args) as client:
+    with client_of(args) as client:
         for name in client.list_groups():
             print(name)
     return 0
@@ -59,9 +59,9 @@ def _cell(value: Any) -> str:
 
 
 def cmd_group_describe(args: argparse.Namespace) -> int:
-    from storage_node.cli import _client
+    from storage_node.cli.common import client_of
 
-    with _client(args) as client:
+    with client_of(args) as client:
         rows = group_rows(client, args.group, args.topic)
     if args.json:
         print(json.dumps({"group": args.group, "partitions": rows}, indent=2))
@@ -84,8 +84,8 @@ def cmd_group_describe(args: argparse.Namespace) -> int:
 
 
 def cmd_group_reset(args: argparse.Namespace) -> int:
-    from storage_node.cli import _client
-    from storage_node.cli_consume import parse_time
+    from storage_node.cli.common import client_of
+    from storage_node.cli.consume import parse_time
 
     targets = [
         args.to_earliest,
@@ -101,7 +101,7 @@ def cmd_group_reset(args: argparse.Namespace) -> int:
     if args.to_offset is not None and len(args.partition or []) != 1:
         raise InvalidArgument("--to-offset needs exactly one --partition")
     when = parse_time(args.to_datetime, "--to-datetime") if args.to_datetime else None
-    with _client(args) as client:
+    with client_of(args) as client:
         spans = _spans(client, args.topic)
         committed = client.committed_offsets(args.group, args.topic).get(args.topic, {})
         partitions = args.partition or sorted(spans)
@@ -188,21 +188,21 @@ def _note_pending(doc: dict[str, Any], what: str) -> None:
 
 
 def cmd_topic_delete(args: argparse.Namespace) -> int:
-    from storage_node.cli import _client, _print_json
+    from storage_node.cli.common import client_of, print_json
 
-    with _client(args) as client:
+    with client_of(args) as client:
         doc = client.delete_topic(args.name)
-    _print_json(doc)
+    print_json(doc)
     _note_pending(doc, "deletes its copy")
     return 0
 
 
 def cmd_topic_alter(args: argparse.Namespace) -> int:
-    from storage_node.cli import _client, _print_json
+    from storage_node.cli.common import client_of, print_json
 
-    with _client(args) as client:
+    with client_of(args) as client:
         doc = client.add_partitions(args.name, args.partitions)
-    _print_json(doc)
+    print_json(doc)
     if doc["previous_partitions"] == doc["partitions"]:
         print(f"note: {args.name!r} already has {doc['partitions']} partitions", file=sys.stderr)
     _note_pending(doc, "adds the partitions")

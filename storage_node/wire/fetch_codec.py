@@ -14,7 +14,7 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
-from storage_node.server.batch_codec import MalformedAnswer, ReadColumns, decode_read_answer
+from storage_node.wire.batch_codec import MalformedAnswer, ReadColumns, decode_read_answer
 
 FETCH_MAGIC = b"MSF1"
 FETCH_HEADER = struct.Struct("<4sI")

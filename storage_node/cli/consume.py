@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from storage_node.cli.common import silence_stdout
 from storage_node.errors import InvalidArgument, MsgStoreError, Unavailable
-from storage_node.server.batch_codec import ReadColumns
+from storage_node.wire.batch_codec import ReadColumns
 
 PAGE = 1000
 LONG_POLL_MS = 10_000
@@ -422,12 +423,12 @@ def check_flags(args: argparse.Namespace) -> None:
 
 
 def cmd_consume(args: argparse.Namespace) -> int:
-    from storage_node.cli import _client
+    from storage_node.cli.common import client_of
 
     if args.offset is not None:
         args.offset = parse_offset(args.offset)
     check_flags(args)
-    with _client(args) as client:
+    with client_of(args) as client:
         client.max_retries = 3  # an unreachable partition is reported, not waited for
         consumer = Consumer(args, client)
         code = 0
@@ -439,7 +440,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
         except OSError as exc:
             if exc.errno != errno.EPIPE:
                 raise
-            _quiet_stdout()  # the reader went away: what it got is committed below
+            silence_stdout()  # the reader went away: what it got is committed below
         finally:
             consumer.commit()
             if consumer.pool is not None:
@@ -453,12 +454,6 @@ def cmd_consume(args: argparse.Namespace) -> int:
             )
             return code or 1
         return code
-
-
-def _quiet_stdout() -> None:
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
 
 
 def register_consume(sub: Any, parent: argparse.ArgumentParser) -> None:

@@ -1,0 +1,54 @@
+"""What every ``msgstore`` subcommand shares: the connection options, the client made from
+them, JSON output, and a quiet stdout once the reader of the output has gone away."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+DEFAULT_ENDPOINT = "http://127.0.0.1:7100"
+
+
+def print_json(doc: Any) -> None:
+    json.dump(doc, sys.stdout, indent=2, sort_keys=True)
+    sys.stdout.write("\n")
+
+
+def connection_parent() -> argparse.ArgumentParser:
+    """The options of every command that talks to a cluster (endpoint, token, CA)."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument(
+        "--endpoint",
+        default=os.environ.get("MSGSTORE_ENDPOINT", DEFAULT_ENDPOINT),
+        help="any node of the cluster (env MSGSTORE_ENDPOINT; default %(default)s)",
+    )
+    parent.add_argument(
+        "--token",
+        default=os.environ.get("MSGSTORE_TOKEN"),
+        help="bearer token (env MSGSTORE_TOKEN)",
+    )
+    parent.add_argument(
+        "--ca",
+        default=os.environ.get("MSGSTORE_CA"),
+        help="CA certificate (PEM) the nodes' TLS certificates must verify against; "
+        "then every address must be https (env MSGSTORE_CA)",
+    )
+    return parent
+
+
+def client_of(args: argparse.Namespace) -> Any:
+    """The blocking client for the connection options in ``args`` (imported on use: the
+    commands that need no cluster do not pay for it)."""
+    from storage_node.client import Client
+
+    return Client(args.endpoint.split(","), token=args.token, ca=getattr(args, "ca", None))
+
+
+def silence_stdout() -> None:
+    """After EPIPE on stdout: point it at /dev/null so the interpreter's exit flush is quiet."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
