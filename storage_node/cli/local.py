@@ -341,7 +341,7 @@ class LocalCluster:
                 [
                     sys.executable,
                     "-m",
-                    "storage_node.replication.controller",
+                    "storage_node.cli.controller",
                     "--routing-file",
                     self.routing_file,
                 ],

@@ -162,7 +162,7 @@ class NetnsCluster:
         cmd = [
             sys.executable,
             "-m",
-            "storage_node.replication.controller",
+            "storage_node.cli.controller",
             "--routing-file",
             self.routing_file,
             "--timeout",
