@@ -98,3 +98,13 @@ def test_shipments_hold_whole_checked_batches(tmp_path: Path) -> None:
             check_shipment(shipped.data[:-3])
     finally:
         store.close()
+
+
+def test_local_up_refuses_a_bad_replication_factor_and_changes_nothing(tmp_path: Path) -> None:
+    from storage_node.cli.local import LocalCluster
+
+    target = tmp_path / "cluster"
+    for nodes, factor, min_in_sync in ((1, 3, None), (3, 4, None), (3, 3, 4)):
+        with pytest.raises(InvalidArgument):
+            LocalCluster(target).up(nodes=nodes, replication_factor=factor, min_in_sync=min_in_sync)
+        assert not target.exists()
