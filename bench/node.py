@@ -28,8 +28,15 @@ Prints JSON lines:
                        the same scan through Client.consumer (multi-partition fetches, the
                        next page prefetched): consumer_msgs_per_s, ratio_consumer_vs_ingest
 
+  append_replicated    msgs_per_s of binary batches (--connections producers) into the
+                       partitions of one node's log on a 3-node ``msgstore local`` cluster
+                       with replication factor 3 (sync, min in sync 2), against the same on a
+                       factor-1 cluster in the same run (ratio_vs_single_copy); then
+                       failover_s: SIGKILL of that log's leader until a batch to the log is
+                       acknowledged by its new leader (controller timeout 3 s included)
+
 Usage: python bench/node.py [--quick] [--messages N] [--batch B] [--scan-messages N]
-       [--only-scan] [--only-client] [--produce-messages N]
+       [--only-scan] [--only-client] [--produce-messages N] [--only-replicated]
 """
 
 from __future__ import annotations
@@ -490,6 +497,100 @@ def inprocess_read(workdir: Path, reads: int) -> tuple[float, float]:
         store.close()
 
 
+def _replicated_run(
+    workdir: Path, factor: int, messages: int, batch: int, connections: int
+) -> tuple[float, float | None]:
+    """Ingest rate into node-0's log of a fresh local cluster; with replication, then the
+    failover time of that log."""
+    from storage_node.cli.local import LocalCluster
+
+    cluster_dir = workdir / f"cluster-{factor}"
+    cluster = LocalCluster(cluster_dir)
+    cluster.up(nodes=3, replication_factor=factor)
+    try:
+        client = Client(cluster.addresses[0])
+        client.create_topic("bench", partitions=3)  # partition 0 is node-0's log
+        vals, ks = values(messages, 2), keys(messages)
+        bodies = [
+            encode_batch(
+                vals[i : i + batch],
+                keys=ks[i : i + batch],
+                partitions=[0] * len(vals[i : i + batch]),
+            )
+            for i in range(0, messages, batch)
+        ]
+        url = cluster.addresses[0] + "/v1/topics/bench/messages"
+
+        def send(share: list[bytes]) -> None:
+            session = requests.Session()
+            for body in share:
+                session.post(
+                    url, data=body, headers={"Content-Type": CONTENT_TYPE}
+                ).raise_for_status()
+
+        shares = [bodies[i::connections] for i in range(connections)]
+        started = time.perf_counter()
+        with ThreadPoolExecutor(connections) as pool:
+            list(pool.map(send, shares))
+        rate = messages / (time.perf_counter() - started)
+        failover = None
+        if factor > 1:
+            body = encode_batch([b"after"], partitions=[0], producer_id="bench", sequence=1)
+            killed = time.perf_counter()
+            cluster.kill("node-0")
+            while True:
+                try:
+                    from storage_node.server.routing_state import read_routing_file
+
+                    table = read_routing_file(cluster.routing_file)
+                    address = table.node_address("node-0")
+                    resp = requests.post(
+                        f"{address}/v1/topics/bench/messages",
+                        data=body,
+                        headers={"Content-Type": CONTENT_TYPE},
+                        timeout=5,
+                    )
+                    if resp.status_code == 200:
+                        break
+                except requests.RequestException:
+                    pass
+                time.sleep(0.02)
+            failover = time.perf_counter() - killed
+        return rate, failover
+    finally:
+        cluster.down()
+
+
+def bench_replicated(
+    workdir: Path, messages: int, batch: int, connections: int, repeats: int
+) -> None:
+    singles, copies, failovers = [], [], []
+    for r in range(repeats):
+        singles.append(_replicated_run(workdir / f"r{r}", 1, messages, batch, connections)[0])
+        rate, failover = _replicated_run(workdir / f"r{r}", 3, messages, batch, connections)
+        copies.append(rate)
+        failovers.append(failover)
+    single, copied = statistics.median(singles), statistics.median(copies)
+    print(
+        json.dumps(
+            {
+                "bench": "append_replicated",
+                "msgs_per_s": round(copied),
+                "single_copy_msgs_per_s": round(single),
+                "ratio_vs_single_copy": round(copied / single, 3),
+                "failover_s": round(statistics.median(failovers), 2),  # type: ignore[type-var]
+                "replication_factor": 3,
+                "min_in_sync": 2,
+                "messages": messages,
+                "batch": batch,
+                "connections": connections,
+                "repeats": repeats,
+            }
+        ),
+        flush=True,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
@@ -505,7 +606,21 @@ def main() -> None:
         help="run client_produce, http_lookup_key and tail_latency only",
     )
     parser.add_argument("--produce-messages", type=int, default=None, help="client_produce size")
+    parser.add_argument("--only-replicated", action="store_true", help="run append_replicated only")
     args = parser.parse_args()
+    if args.only_replicated:
+        workdir = Path(tempfile.mkdtemp(prefix="msgstore-bench-node-"))
+        try:
+            bench_replicated(
+                workdir,
+                args.messages or (50_000 if args.quick else 200_000),
+                args.batch,
+                args.connections,
+                args.repeats or (1 if args.quick else 3),
+            )
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        return
     scan_messages = args.scan_messages or (200_000 if args.quick else 2_000_000)
     produce_messages = args.produce_messages or (200_000 if args.quick else 2_000_000)
     if args.only_client:
@@ -610,6 +725,7 @@ def main() -> None:
         )
         bench_http_scan(workdir, scan_messages, args.batch, args.connections)
         client_benches(workdir, args.quick, produce_messages, args.connections)
+        bench_replicated(workdir, messages, args.batch, args.connections, repeats)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -102,3 +102,18 @@ class CorruptData(MsgStoreError):
 
     code = "corrupt_data"
     status = 500
+
+
+class Fenced(MsgStoreError):
+    """A write or replication request of an older leader epoch than this node knows: the
+    sender was replaced and must not act as the log's leader (``epoch`` is the current)."""
+
+    code = "fenced"
+    status = 409
+
+
+class NotEnoughReplicas(Unavailable):
+    """A ``sync`` append was written by the leader but not by enough in-sync followers in
+    time: not acknowledged. A retry with the same producer id and sequence is safe."""
+
+    code = "not_enough_replicas"

@@ -20,7 +20,7 @@ from .children import Owner, build_token_secret, desired_children
 from .children import tls as tls_children
 from .children.desired import ChildRef
 from .kube import Kube
-from .spec import SecurityDefaults, StoreSpec, parse_spec
+from .spec import SecurityDefaults, StoreSpec, parse_spec, replication_problem
 from .status import (
     CLAIM_GRACE_S,
     DEGRADED,
@@ -223,6 +223,13 @@ def reconcile(
     defaults, ``operator_namespace`` lets the operator's pods through the NetworkPolicy."""
     owner = _owner(body)
     spec = parse_spec(body.get("spec"), *default_images, defaults=defaults)
+    problem = replication_problem(spec)
+    if problem is None and spec.replication_factor > 1:
+        # refused rather than served with one copy: the operator does not act as the
+        # failover controller yet (msgstore local does; docs/REPLICATION.md)
+        problem = "replicationFactor above 1 is not served by the operator yet"
+    if problem is not None:
+        raise SpecProblem(problem)
     generation = int(body["metadata"].get("generation") or 1)
     old_status = dict(body.get("status") or {})
     outcome = Outcome(status={})

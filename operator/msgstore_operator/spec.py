@@ -133,6 +133,10 @@ class PodTemplateSpec:
 @dataclass(frozen=True)
 class StoreSpec:
     replicas: int = 3
+    # copies of every node's commit log (docs/REPLICATION.md); min_in_sync None: the
+    # default (2 with factor 3, else the factor)
+    replication_factor: int = 1
+    min_in_sync: int | None = None
     image: str = "msgstore:0.1.0"
     image_pull_policy: str = "IfNotPresent"
     image_pull_secrets: tuple[str, ...] = ()
@@ -206,6 +210,8 @@ def parse_spec(
     ds, dsp = d.storage, SparkSpec(image=default_spark_image or DEFAULT_SPARK_IMAGE)
     return StoreSpec(
         replicas=int(_get(raw, "replicas", d.replicas)),
+        replication_factor=int(_get(raw, "replicationFactor", d.replication_factor)),
+        min_in_sync=int(raw["minInSync"]) if raw.get("minInSync") is not None else None,
         image=str(_get(raw, "image", d.image)),
         image_pull_policy=str(_get(raw, "imagePullPolicy", d.image_pull_policy)),
         image_pull_secrets=tuple(s["name"] for s in raw.get("imagePullSecrets") or ()),
@@ -302,3 +308,15 @@ def parse_spec(
         ),
         restricted_pods=sec.restricted_pods,
     )
+
+
+def replication_problem(spec: StoreSpec) -> str | None:
+    """Why the spec's replication settings cannot work (None when they can)."""
+    factor, min_in_sync = spec.replication_factor, spec.min_in_sync
+    if not 1 <= factor <= 3:
+        return f"replicationFactor must be 1, 2 or 3, not {factor}"
+    if factor > spec.replicas:
+        return f"replicationFactor {factor} needs at least {factor} replicas, not {spec.replicas}"
+    if min_in_sync is not None and not 1 <= min_in_sync <= factor:
+        return f"minInSync must be from 1 to replicationFactor ({factor}), not {min_in_sync}"
+    return None

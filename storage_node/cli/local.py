@@ -23,7 +23,12 @@ import requests
 
 from storage_node.errors import InvalidArgument, Unavailable
 from storage_node.server.routing_state import read_routing_file, write_routing_file
-from storage_node.wire.routing_table import NodeEntry, RoutingTable, new_local_table
+from storage_node.wire.routing_table import (
+    NodeEntry,
+    RoutingTable,
+    check_replication,
+    new_local_table,
+)
 
 STATE_FILE = "cluster.json"
 ROUTING_FILE = "routing.json"
@@ -195,6 +200,9 @@ class LocalCluster:
         self.env: dict[str, str] = {}
         self.extra_args: list[str] = []
         self.tls = False
+        self.replication_factor = 1
+        self.min_in_sync: int | None = None
+        self.controller_pid = 0  # the failover controller of replicated logs
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         state = self.dir / STATE_FILE
         if state.exists():
@@ -203,6 +211,7 @@ class LocalCluster:
             self.env = doc.get("env", {})
             self.extra_args = doc.get("extra_args", [])
             self.tls = bool(doc.get("tls", False))
+            self.controller_pid = int(doc.get("controller_pid", 0))
 
     @property
     def routing_file(self) -> str:
@@ -227,6 +236,7 @@ class LocalCluster:
             "env": self.env,
             "extra_args": self.extra_args,
             "tls": self.tls,
+            "controller_pid": self.controller_pid,
         }
         tmp = self.dir / (STATE_FILE + ".tmp")
         tmp.write_text(json.dumps(doc, indent=2) + "\n")
@@ -245,13 +255,22 @@ class LocalCluster:
         extra_args: list[str] | None = None,
         timeout: float = 60.0,
         tls: bool = False,
+        replication_factor: int = 1,
+        min_in_sync: int | None = None,
     ) -> list[NodeProcess]:
         """Start every node (a restart keeps topics and data); returns once all are ready.
 
         With ``tls`` the nodes serve HTTPS with certificates of a CA kept in DIR/tls
-        (``ca_file``); clients need that file (``--ca`` / MSGSTORE_CA)."""
+        (``ca_file``); clients need that file (``--ca`` / MSGSTORE_CA). With
+        ``replication_factor`` above 1 (a new cluster only) every node's log is copied by the
+        next nodes and a controller process fails lost leaders over (docs/REPLICATION.md)."""
         if not 1 <= nodes <= 64:
             raise InvalidArgument("a local cluster has 1 to 64 nodes")
+        check_replication(replication_factor, min_in_sync)
+        if replication_factor > nodes:
+            raise InvalidArgument(
+                f"a replication factor of {replication_factor} needs at least that many nodes"
+            )
         if self.running():
             raise InvalidArgument(
                 f"a cluster is already running in {self.dir}; stop it with 'msgstore local down'"
@@ -262,6 +281,8 @@ class LocalCluster:
         # ports are kept from the last run, so addresses (MSGSTORE_ENDPOINT) stay valid
         previous = {n.id: n.port for n in self.nodes}
         self.tls = tls
+        self.replication_factor = replication_factor
+        self.min_in_sync = min_in_sync
         scheme = "https" if tls else "http"
         self.nodes = []
         for i in range(nodes):
@@ -292,9 +313,62 @@ class LocalCluster:
         self._write_routing()
         for node in self.nodes:
             self._spawn(node)
+        replicated = bool(read_routing_file(self.routing_file).logs)
+        if replicated:
+            self._spawn_controller()
         self._save()
         self.wait_ready(timeout)
+        if replicated:
+            self.wait_leaders(timeout)
         return self.nodes
+
+    def wait_leaders(self, timeout: float = 60.0) -> None:
+        """Until the controller named a leader of every replicated log after (re)start."""
+        deadline = time.monotonic() + timeout
+        while True:
+            table = read_routing_file(self.routing_file)
+            if all(lg.epoch > 0 for lg in table.logs.values()):
+                return
+            if time.monotonic() > deadline:
+                raise Unavailable(f"no leader named after {timeout}s; see controller.log")
+            time.sleep(0.05)
+
+    def _spawn_controller(self) -> None:
+        env = {**os.environ, **self.env}
+        log = open(self.dir / "controller.log", "ab")  # noqa: SIM115 - handed to the child
+        try:
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "storage_node.cli.controller",
+                    "--routing-file",
+                    self.routing_file,
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
+        finally:
+            log.close()
+        self.controller_pid = proc.pid
+        self._procs["controller"] = proc
+
+    def _stop_controller(self) -> None:
+        pid = self.controller_pid
+        if pid and _alive(pid) and _is_our_node(pid, self.routing_file):
+            os.kill(pid, signal.SIGTERM)
+            proc = self._procs.get("controller")
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and _alive(pid):
+                if proc is not None and proc.poll() is not None:
+                    break
+                time.sleep(0.05)
+            if _alive(pid) and (proc is None or proc.poll() is None):
+                os.kill(pid, signal.SIGKILL)
+        self.controller_pid = 0
 
     def _write_routing(self) -> None:
         """Keep topics of an earlier run; node addresses follow this run's ports."""
@@ -302,15 +376,28 @@ class LocalCluster:
         if Path(self.routing_file).exists():
             old = read_routing_file(self.routing_file)
             owners = {o for t in old.topics.values() for o in t.owners}
+            owners |= {r for lg in old.logs.values() for r in lg.replicas}
+            owners -= set(old.logs)  # partitions owned by replicated logs
             missing = owners - {n.id for n in self.nodes}
             if missing:
                 raise InvalidArgument(
                     f"nodes {sorted(missing)} own partitions in {self.routing_file}; "
                     "start at least as many nodes as before"
                 )
-            table = RoutingTable(old.generation + 1, "local", entries, old.topics, old.raw)
+            table = RoutingTable(
+                old.generation + 1,
+                "local",
+                entries,
+                old.topics,
+                old.raw,
+                old.logs,
+                old.replication_factor,
+                old.min_in_sync,
+            )
         else:
-            table = new_local_table([(n.id, n.address) for n in self.nodes])
+            table = new_local_table(
+                [(n.id, n.address) for n in self.nodes], self.replication_factor, self.min_in_sync
+            )
         write_routing_file(self.routing_file, table)
 
     def _spawn(self, node: NodeProcess) -> None:
@@ -432,6 +519,7 @@ class LocalCluster:
     def down(self, timeout: float = 30.0) -> list[str]:
         """SIGTERM every node (flush + clean shutdown), SIGKILL stragglers; returns stopped ids."""
         stopped = []
+        self._stop_controller()
         for node in self.nodes:
             if node.pid and _alive(node.pid) and _is_our_node(node.pid, node.data_dir):
                 os.kill(node.pid, signal.SIGTERM)

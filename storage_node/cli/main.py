@@ -62,7 +62,14 @@ def cmd_local_up(args: argparse.Namespace) -> int:
 
     env = {"MSGSTORE_TOKEN": args.token} if args.token else {}
     cluster = LocalCluster(args.data_dir)
-    nodes = cluster.up(nodes=args.nodes, base_port=args.base_port, env=env, tls=args.tls)
+    nodes = cluster.up(
+        nodes=args.nodes,
+        base_port=args.base_port,
+        env=env,
+        tls=args.tls,
+        replication_factor=args.replication_factor,
+        min_in_sync=args.min_in_sync,
+    )
     for n in nodes:
         print(f"{n.id} {n.address} pid={n.pid} log={n.log}")
     print(f"routing table: {cluster.routing_file}")
@@ -143,6 +150,19 @@ def register_local(sub: Any) -> None:
         "--tls",
         action="store_true",
         help="serve HTTPS with certificates of a CA generated in DATA_DIR/tls (kept across runs)",
+    )
+    up.add_argument(
+        "--replication-factor",
+        type=int,
+        default=1,
+        help="copies of every node's log, 1-3 (default 1); above 1 a controller fails "
+        "lost leaders over (docs/REPLICATION.md)",
+    )
+    up.add_argument(
+        "--min-in-sync",
+        type=int,
+        default=None,
+        help="copies a sync append waits for (default 2 with factor 3, else the factor)",
     )
     up.set_defaults(func=cmd_local_up)
     down = lsub.add_parser("down", parents=[data_dir], help="stop every node cleanly")

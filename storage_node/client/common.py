@@ -232,7 +232,7 @@ class RoutingCache:
         if route is None or partition >= route.partitions:
             return None
         owner = route.owners[partition]
-        address = self.address_of(owner)
+        address = self.address_of(self.table.leader_of(owner))  # a replicated log's leader
         return (owner, address) if address else None
 
     def partitions(self, topic: str) -> int | None:
@@ -344,7 +344,7 @@ def results_from_answer(batch: SubBatch, answer: dict[str, Any]) -> list[dict[st
 
 
 def is_retryable(err: BaseException) -> bool:
-    if isinstance(err, Unavailable):
+    if isinstance(err, Unavailable | errors_module.Fenced):  # Fenced: a replaced leader
         return True
     if isinstance(err, MsgStoreError):
         return err.status in RETRY_STATUSES and err.code != "corrupt_data"

@@ -40,7 +40,7 @@ from storage_node.client.common import (
 )
 from storage_node.client.fetch import FetchAnswer, decode_fetch_answer, fetch_path, fetch_request
 from storage_node.client.packing import Columns, frame_sub_batch, plan_column_batches
-from storage_node.errors import MsgStoreError, NotOwner, Unavailable
+from storage_node.errors import Fenced, MsgStoreError, NotOwner, Unavailable
 from storage_node.wire.append_answer import AppendAnswer, decode_append_answer
 from storage_node.wire.batch_codec import ReadColumns
 
@@ -261,7 +261,23 @@ class ClientCore:
                 if not is_retryable(err):
                     raise
                 yield Sleep(self.retry.delay(attempt))
+                if owner is not None and isinstance(err, Unavailable | Fenced):
+                    address = yield from self.leader_address(owner[0], address)
         return (yield Call(method, address, path, **kw))
+
+    def leader_address(self, owner: str, address: str) -> Op[str]:
+        """(After an outage or a ``fenced`` answer.) The owner's address in a fresh routing
+        table: a replicated log's new leader, where the same request (same producer id and
+        sequence) goes next (docs/REPLICATION.md)."""
+        table = self.routing.table
+        if table is None or not table.logs:
+            return address
+        try:
+            yield from self.refresh_routing()
+        except MsgStoreError:
+            return address
+        assert self.routing.table is not None
+        return self.routing.address_of(self.routing.table.leader_of(owner)) or address
 
     def each_node(self, method: str, path: str, **kw: Any) -> Op[dict[str, Any]]:
         """Call every node of the cluster; returns {node_id: answer}."""
@@ -389,6 +405,8 @@ class ClientCore:
                 if not is_retryable(err) or batch.attempts > self.retry.max_retries:
                     raise
                 yield Sleep(self.retry.delay(batch.attempts - 1))
+                if isinstance(err, Unavailable | Fenced):  # a replicated log's leader moved
+                    batch.address = yield from self.leader_address(batch.node_id, batch.address)
 
     def produce_columns(self, topic: str, cols: Columns, batch_size: int) -> Op[Produced]:
         """Columns sent as frames packed straight from arrays, the frames of one call sent

@@ -10,6 +10,7 @@ from storage_node.server import (
     routes_groups,
     routes_health,
     routes_messages,
+    routes_replication,
     routes_topics,
 )
 from storage_node.server.app_keys import METRICS, RUNTIME
@@ -39,6 +40,7 @@ def create_app(runtime: NodeRuntime) -> web.Application:
         routes_groups,
         routes_admin,
         routes_compaction,
+        routes_replication,
     ):
         module.register(app)
     return app

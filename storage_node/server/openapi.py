@@ -438,6 +438,38 @@ ROUTES: tuple[Route, ...] = (
         ),
         body_types=(OCTETS,),
     ),
+    # replicated logs (docs/REPLICATION.md): node-to-node and controller requests
+    Route(
+        "get",
+        "/v1/replication/logs/{log}/fetch",
+        "log bytes from a position (whole checked batches), long-polled; acknowledges it",
+        {"200": Reply("log bytes", other=("application/x-msgstore-log",))},
+        ("400", "404", "409", "421", "503", "401"),
+        params=(_name("log", "path", "replicated log id"),),
+    ),
+    Route(
+        "get",
+        "/v1/replication/logs/{log}/epoch-end",
+        "where a leader epoch ended in this leader's log (KIP-101)",
+        {"200": Reply("end position", schema=ANY_OBJECT)},
+        ("400", "404", "409", "421", "503", "401"),
+        params=(_name("log", "path", "replicated log id"),),
+    ),
+    Route(
+        "post",
+        "/v1/replication/logs/{log}/fence",
+        "(controller) stop following leaders older than an epoch; this copy's durable end",
+        {"200": Reply("durable end", schema=ANY_OBJECT)},
+        ("400", "404", "409", "503", *WRITE_AUTH),
+        params=(_name("log", "path", "replicated log id"),),
+    ),
+    Route(
+        "get",
+        "/v1/replication/status",
+        "roles, epochs, lag and in-sync replicas of the logs held here",
+        {"200": Reply("status", schema=ANY_OBJECT)},
+        ("503", "401"),
+    ),
 )
 
 

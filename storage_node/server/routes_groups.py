@@ -24,7 +24,8 @@ async def commit_offset(request: web.Request) -> web.Response:
     if partition >= cfg.partitions:
         raise InvalidArgument(f"partition {partition} does not exist in topic {topic!r}")
     rt.routing.check_owner(topic, partition)
-    store = rt.require_writable()
+    rt.require_writable()
+    store = rt.store_for(topic, partition)
     await rt.in_thread(store.commit_offset, group, topic, partition, offset)
     return web.json_response(
         {"group": group, "topic": topic, "partition": partition, "offset": offset}

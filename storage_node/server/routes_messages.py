@@ -13,6 +13,7 @@ from aiohttp import web
 
 from storage_node.errors import InvalidArgument, InvalidBatch, NotFound
 from storage_node.formats.limits import MAX_LOOKUP, MAX_READ_MESSAGES
+from storage_node.replication.shipping import H_COPIES
 from storage_node.server.api_models import FetchRequest, parse
 from storage_node.server.app_keys import metrics_of, runtime_of
 from storage_node.server.json_batch import decode_json_batch
@@ -103,18 +104,24 @@ async def produce(request: web.Request) -> web.Response:
     else:
         batch, producer_id, sequence = decode_json_batch(body, rt.settings.max_batch_messages)
     batch.partitions = _assign_packed_partitions(rt, topic, cfg.partitions, batch)
+    first_partition = int(batch.partitions[0])
+    store = rt.store_for(topic, first_partition)  # a replicated log's store (one log a batch)
     value_bytes = batch.values.nbytes
     started = time.perf_counter()
     # packed columns straight into the store: no object per message
     future = store.submit_packed(topic, batch, producer_id=producer_id, sequence=sequence)
     done = await asyncio.wrap_future(future)
+    copies = await rt.replicated(topic, first_partition, store)
+    extra = {H_COPIES: str(copies)} if copies is not None else None
     rt.notify_appended(topic, np.unique(batch.partitions).tolist())
     metrics.append_seconds.observe(time.perf_counter() - started)
     metrics.append_batches.labels("binary" if binary else "json").inc()
     metrics.appended_messages.inc(len(done))
     metrics.appended_bytes.inc(value_bytes)
     if binary and accepts_read_columns(request.headers.get("Accept")):
-        return web.Response(body=encode_append_answer(done), content_type=BATCH_CONTENT_TYPE)
+        return web.Response(
+            body=encode_append_answer(done), content_type=BATCH_CONTENT_TYPE, headers=extra
+        )
     if binary:
         return web.json_response(
             {
@@ -124,8 +131,9 @@ async def produce(request: web.Request) -> web.Response:
                 "msg_ids": done.msg_ids,
             },
             dumps=_compact_json,
+            headers=extra,
         )
-    return web.Response(body=results_json(done), content_type="application/json")
+    return web.Response(body=results_json(done), content_type="application/json", headers=extra)
 
 
 async def read_partition(request: web.Request) -> web.Response:
@@ -138,7 +146,7 @@ async def read_partition(request: web.Request) -> web.Response:
             f"partition {partition} does not exist: topic {topic!r} has {cfg.partitions}"
         )
     rt.routing.check_owner(topic, partition)
-    store = rt.require_store()
+    store = rt.store_for(topic, partition)
     offset = query_int(request, "offset", None)
     start_time = query_int(request, "start_time", None)
     end_time = query_int(request, "end_time", None)
@@ -341,11 +349,13 @@ async def lookup_key(request: web.Request) -> web.Response:
     if begin > end:
         raise InvalidArgument(f"begin ({begin}) is after end ({end})")
     await get_topic_config(rt, topic)
-    store = rt.require_store()
     binary = accepts_read_columns(request.headers.get("Accept"))
-    result = await rt.in_thread(store.lookup_key, topic, key, begin, end, max_count)
-    messages = list(result.messages)
-    limit_reached = bool(result.limit_reached)
+    messages = []
+    limit_reached = False
+    for store in rt.read_stores():  # every log this node leads
+        result = await rt.in_thread(store.lookup_key, topic, key, begin, end, max_count)
+        messages.extend(result.messages)
+        limit_reached = limit_reached or bool(result.limit_reached)
     unreachable: list[str] = []
     if scope == "cluster":
         params = {"scope": "local", "begin": str(begin), "end": str(end), "max": str(max_count)}
@@ -360,10 +370,10 @@ async def lookup_key(request: web.Request) -> web.Response:
             elif answer is not None:
                 messages.extend(_message_from_json(m) for m in answer["messages"])
                 limit_reached = limit_reached or bool(answer.get("limit_reached"))
-        messages.sort(key=_newest_first, reverse=True)
-        if len(messages) > max_count:
-            messages = messages[:max_count]
-            limit_reached = True
+    messages.sort(key=_newest_first, reverse=True)
+    if len(messages) > max_count:
+        messages = messages[:max_count]
+        limit_reached = True
     if binary:
         meta = {"unreachable_nodes": unreachable} if unreachable else None
         body = encode_read_answer(messages, None, limit_reached=limit_reached, meta=meta)
@@ -381,13 +391,14 @@ async def get_message(request: web.Request) -> web.Response:
     rt = runtime_of(request)
     msg_id = request.match_info["msg_id"]
     scope = scope_param(request)
-    store = rt.require_store()
-    try:
-        message = await rt.in_thread(store.get_message, msg_id)
-        return web.json_response(message_to_json(message))
-    except NotFound:
-        if scope == "local":
-            raise
+    for store in rt.read_stores():  # every log this node leads
+        try:
+            message = await rt.in_thread(store.get_message, msg_id)
+            return web.json_response(message_to_json(message))
+        except NotFound:
+            pass
+    if scope == "local":
+        raise NotFound(f"no message with ID {msg_id!r}", msg_id=msg_id)
     peers = rt.routing.peers()
     answers = await asyncio.gather(
         *(rt.peer_get(addr, request.rel_url.raw_path, {"scope": "local"}) for _, addr in peers),

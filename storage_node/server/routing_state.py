@@ -129,7 +129,7 @@ class RoutingState:
         route = self.route(topic)
         if route is None or not 0 <= partition < route.partitions:
             return  # not routed: this node serves it (or the store rejects the partition)
-        owner = route.owners[partition]
+        owner = self.table.leader_of(route.owners[partition])
         if owner == self.node_id:
             return
         if self.refresh_if_changed():
@@ -148,7 +148,20 @@ class RoutingState:
         route = self.route(topic)
         if route is None:
             return list(range(partitions))
-        return [p for p, o in enumerate(route.owners) if o == self.node_id]
+        table = self.table
+        mine = [p for p, o in enumerate(route.owners) if table.leader_of(o) == self.node_id]
+        if table.logs and mine:  # a batch goes to one log: the first one led here
+            first = route.owners[mine[0]]
+            mine = [p for p in mine if route.owners[p] == first]
+        return mine
+
+    def log_of(self, topic: str, partition: int) -> str | None:
+        """The replicated log holding a partition (None when logs are not replicated)."""
+        table = self.table
+        route = table.topics.get(topic)
+        if not table.logs or route is None or not 0 <= partition < route.partitions:
+            return None
+        return route.owners[partition]
 
     def peers(self) -> list[tuple[str, str]]:
         """(id, address) of every other node."""

@@ -18,6 +18,7 @@ import aiohttp
 
 from storage_node.errors import DiskFull, MsgStoreError, Unavailable, UnknownTopic
 from storage_node.formats.partitioning import RoundRobin
+from storage_node.replication.replicas import LogHost
 from storage_node.server.routing_state import RoutingState
 from storage_node.server.settings import NodeSettings
 from storage_node.tls import client_context
@@ -31,7 +32,7 @@ class NodeRuntime:
 
     def __init__(self, settings: NodeSettings, store: Any = None) -> None:
         self.settings = settings
-        self.store = store
+        self._store = store
         self.draining = False
         self.startup_error: str | None = None
         self.executor = ThreadPoolExecutor(
@@ -45,6 +46,19 @@ class NodeRuntime:
         self.round_robin = RoundRobin()  # partitions of messages without key
         self.peer_session: aiohttp.ClientSession | None = None
         self._appended: dict[tuple[str, int], asyncio.Event] = {}
+        self.replicas: LogHost | None = None  # replicated logs (routing table with "logs")
+
+    @property
+    def store(self) -> Any:
+        """The node's store; with replicated logs, the store of its own log (opened again
+        after a truncation, so always asked for anew)."""
+        if self.replicas is not None:
+            return self.replicas.home_store()
+        return self._store
+
+    @store.setter
+    def store(self, value: Any) -> None:
+        self._store = value
 
     # -- long polls -------------------------------------------------------------------
     def append_event(self, topic: str, partition: int) -> asyncio.Event:
@@ -81,6 +95,41 @@ class NodeRuntime:
             reason = self.startup_error or "the node is still recovering its store"
             raise Unavailable(reason, retry_after_s=1)
         return self.store
+
+    def store_for(self, topic: str, partition: int) -> Any:
+        """The store holding a partition: the node's store, or the replicated log's (which
+        this node must lead: 421 / 409 otherwise)."""
+        log_id = self.routing.log_of(topic, partition) if self.replicas is not None else None
+        if log_id is None:
+            return self.require_store()
+        return self.replicas.led(log_id).store  # type: ignore[union-attr]
+
+    def read_stores(self) -> list[Any]:
+        """The stores whose messages this node answers lookups for (the logs it leads)."""
+        if self.replicas is not None:
+            return self.replicas.led_stores()
+        return [self.require_store()]
+
+    async def replicated(self, topic: str, partition: int, store: Any) -> int | None:
+        """(After a ``sync`` append to ``store``.) Wait until the log's minimum in-sync
+        replicas hold it; returns how many replicas do (None when not replicated)."""
+        log_id = self.routing.log_of(topic, partition) if self.replicas is not None else None
+        if log_id is None:
+            return None
+        hosted = self.replicas.led(log_id)  # type: ignore[union-attr]
+        tracker = hosted.tracker
+        assert tracker is not None
+        position = store.log.durable_end if store.log.sync_mode else store.log.end
+        tracker.grew()
+        if not store.log.sync_mode:
+            return tracker.copies(position)
+        copies = await tracker.wait_copies(
+            position,
+            store.log.durable_end,
+            self.replicas.ack_timeout_s,  # type: ignore[union-attr]
+        )
+        self.replicas.led(log_id)  # type: ignore[union-attr]  # not replaced meanwhile
+        return copies
 
     def require_writable(self) -> Any:
         store = self.require_store()
@@ -123,31 +172,35 @@ class NodeRuntime:
             for name, pending in table.pending_deletions().items()
             if self.settings.node_id in pending and name not in table.topics
         )
-        for name in deleted:  # deleted while this node was away
-            try:
-                self.store.delete_topic(name)
-            except UnknownTopic:
-                pass
-            self.routing.deletion_done(name, frozenset({self.settings.node_id}))
-        local = {t.name: t for t in self.store.list_topics()}
-        for name, route in table.topics.items():
-            if name in local and local[name].partitions < route.partitions:
-                try:  # partitions added while this node was away
-                    self.store.add_partitions(name, route.partitions)
-                except MsgStoreError as exc:
-                    log.error("cannot add partitions to routed topic %s: %s", name, exc)
-                continue
-            try:
-                self.store.create_topic(
-                    TopicConfig(
-                        name=name,
-                        partitions=route.partitions,
-                        compression=route.compression,
-                        retention_hours=route.retention_hours,
+        # every store this node holds: its own, or with replicated logs each log's copy
+        stores = self.replicas.all_stores() if self.replicas is not None else [self.store]
+        for store in stores:
+            for name in deleted:  # deleted while this node was away
+                try:
+                    store.delete_topic(name)
+                except UnknownTopic:
+                    pass
+            local = {t.name: t for t in store.list_topics()}
+            for name, route in table.topics.items():
+                if name in local and local[name].partitions < route.partitions:
+                    try:  # partitions added while this node was away
+                        store.add_partitions(name, route.partitions)
+                    except MsgStoreError as exc:
+                        log.error("cannot add partitions to routed topic %s: %s", name, exc)
+                    continue
+                try:
+                    store.create_topic(
+                        TopicConfig(
+                            name=name,
+                            partitions=route.partitions,
+                            compression=route.compression,
+                            retention_hours=route.retention_hours,
+                        )
                     )
-                )
-            except MsgStoreError as exc:
-                log.error("cannot create routed topic %s: %s", name, exc)
+                except MsgStoreError as exc:
+                    log.error("cannot create routed topic %s: %s", name, exc)
+        for name in deleted:
+            self.routing.deletion_done(name, frozenset({self.settings.node_id}))
 
     async def peer_get(self, address: str, path: str, params: dict[str, str]) -> Any:
         """GET a JSON document from another node (same token); None for a 404.

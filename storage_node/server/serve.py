@@ -24,12 +24,21 @@ log = logging.getLogger("msgstore.node")
 
 async def _routing_watch(runtime: NodeRuntime, app: web.Application) -> None:
     """Reload the routing file when it changes and create newly routed topics."""
+    applied = runtime.routing.table.generation
     while True:
         await asyncio.sleep(runtime.settings.routing_poll_s)
         try:
-            if runtime.routing.refresh_if_changed():
+            # a request may have taken the new table already (check_owner refreshes too):
+            # act on every generation not acted on yet
+            changed = runtime.routing.refresh_if_changed()
+            if runtime.store is None:
+                continue  # still opening: it takes the table it finds then
+            if changed or runtime.routing.table.generation != applied:
+                applied = runtime.routing.table.generation
                 app[METRICS].routing_reloads.inc()
                 log.info("routing table generation %d loaded", runtime.routing.table.generation)
+                if runtime.replicas is not None:
+                    await runtime.in_thread(runtime.replicas.apply, runtime.routing.table)
                 await runtime.in_thread(runtime.sync_topics_from_routing)
         except Exception:  # noqa: BLE001 - the watcher must survive anything
             log.exception("routing reload failed")
@@ -48,9 +57,26 @@ async def _tls_watch(runtime: NodeRuntime, tls: ReloadingServerContext) -> None:
 def _open_store(runtime: NodeRuntime) -> None:
     from storage_node.store import Store
 
-    os.makedirs(runtime.settings.data_dir, exist_ok=True)
-    store = Store.open(build_store_config(runtime.settings))
-    runtime.store = store
+    settings = runtime.settings
+    os.makedirs(settings.data_dir, exist_ok=True)
+    table = runtime.routing.table
+    if table.logs:  # replicated logs: one store per log this node holds
+        from storage_node.replication.replicas import LogHost
+
+        headers = {"Authorization": f"Bearer {settings.token}"} if settings.token else {}
+        host = LogHost(
+            settings.node_id,
+            settings.data_dir,
+            build_store_config(settings),
+            headers,
+            settings.tls_ca or True,
+            settings.replication_ack_timeout_s,
+        )
+        host.apply(table)
+        runtime.replicas = host
+        runtime.store = host.home_store()
+    else:
+        runtime.store = Store.open(build_store_config(settings))
     runtime.sync_topics_from_routing()
 
 
@@ -108,7 +134,10 @@ async def serve(settings: NodeSettings) -> int:
     if not open_task.done():
         with contextlib.suppress(Exception):
             await open_task
-    if runtime.store is not None:
+    if runtime.replicas is not None:
+        await loop.run_in_executor(None, runtime.replicas.close)
+        log.info("stores closed cleanly")
+    elif runtime.store is not None:
         await loop.run_in_executor(None, runtime.store.close)
         log.info("store closed cleanly")
     await runtime.close()

@@ -51,6 +51,8 @@ class NodeSettings:
     min_free_bytes: int = 64 * 1024 * 1024
     read_threads: int = 4
     peer_timeout_s: float = 5.0
+    # replicated logs: how long a sync append waits for its in-sync copies before a 503
+    replication_ack_timeout_s: float = 5.0
     # HTTPS: serve with this certificate and key (PEM files, reloaded when they change);
     # tls_ca is the CA bundle used to verify other nodes (the system's when empty).
     tls_cert: str = ""

@@ -11,18 +11,20 @@ What other parts use is a method or a documented attribute: the append path (``a
 ``wait_durable``, ``backpressure``, ``abandon``, ``error``), readers (``read``, ``span``,
 ``keep_frame``), recovery (``install``, ``set_end``, ``truncate_to``, ``read_segment``), the
 lifecycle (``install``, ``remove``, ``is_sealed``, ``segment_end``) and log shipping
-(``read_frames``, ``append_frames``, ``truncate_to``).
+(``read_frames``, ``append_frames``, ``truncate_to``; replicated logs use ``read_raw``,
+``append_raw`` and ``restart_at``, which keep a leader's segment boundaries).
 """
 
 from __future__ import annotations
 
 import bisect
 import os
+import time
 
 import numpy as np
 
 from storage_node.backend.files import fsync_dir
-from storage_node.errors import InvalidArgument, OffsetOutOfRange
+from storage_node.errors import InvalidArgument, OffsetOutOfRange, Unavailable
 from storage_node.formats.record import (
     Record,
     decode_row,
@@ -32,7 +34,7 @@ from storage_node.formats.record import (
 )
 from storage_node.formats.segment_name import segment_name
 from storage_node.store.log_flusher import NO_SPACE_ERRNOS, LogFlusher
-from storage_node.store.log_state import FRAME_CACHE
+from storage_node.store.log_state import FRAME_CACHE, Chunk
 from storage_node.store.segment_readers import RawSegment
 
 __all__ = ["NO_SPACE_ERRNOS", "CommitLog"]
@@ -202,3 +204,71 @@ class CommitLog(LogFlusher):
         if not sizes or sum(sizes) != len(data):
             raise InvalidArgument("append_frames takes whole, valid record frames")
         return self.append(bytes(data), np.asarray(sizes, dtype=np.int64))
+
+    # ---- replication: durable bytes out, a leader's bytes in at their positions --------
+    _raw_cache: tuple[int, bytes] | None = None  # one inflated segment (read_raw)
+
+    def read_raw(self, pos: int, max_bytes: int) -> tuple[int, bytes]:
+        """Durable log bytes from ``pos`` on, within one segment and at most ``max_bytes``
+        (a frame boundary must be given; the caller cuts at whole batches): (segment start,
+        bytes). Empty when ``pos`` is the durable end; OffsetOutOfRange outside the log."""
+        durable = self.durable_end
+        if pos < self.start_pos or pos > durable:
+            raise OffsetOutOfRange(f"log position {pos} is not held (durable end {durable})")
+        if pos == durable:
+            return pos, b""
+        i = bisect.bisect_right(self.starts, pos) - 1
+        if i < 0:
+            raise OffsetOutOfRange(f"log position {pos} is not held")
+        start = self.starts[i]
+        seg = self.segments.get(start)
+        if seg is None:  # expired or swapped meanwhile
+            return self.read_raw(pos, max_bytes)
+        end = min(durable, self.segment_end(start), pos + max_bytes)
+        try:
+            if isinstance(seg, RawSegment):
+                data = os.pread(seg.fd(), end - pos, pos - start)
+            else:
+                cached = self._raw_cache
+                if cached is None or cached[0] != start:
+                    cached = self._raw_cache = (start, seg.read_all())  # checked, inflated
+                data = cached[1][pos - start : end - start]
+        except FileNotFoundError:
+            if self.segments.get(start) is seg:
+                raise
+            return self.read_raw(pos, max_bytes)  # compacted or expired meanwhile
+        return start, data
+
+    def append_raw(self, data: bytes, pos: int, seg: int, count: int) -> None:
+        """(A follower, append lock held.) Queue ``data``, whole checked frames copied from
+        the leader's log, at exactly ``pos`` in the leader's segment ``seg``: the copy keeps
+        the leader's positions and segment boundaries byte for byte."""
+        if self._error is not None:
+            raise self._error
+        if self._closing:
+            raise Unavailable("store is closing")
+        if pos != self.end:
+            raise OffsetOutOfRange(f"log copy expected at position {self.end}, not {pos}")
+        if seg == pos and seg != self.fill_seg:  # the leader began a segment here
+            self.fill_seg = pos
+            self.fill_bytes = 0
+        with self._cond:
+            if not self._active:
+                self._active_since = time.monotonic()
+            self._register_segment(self.fill_seg)
+            self._active.append(Chunk(pos, self.fill_seg, data, count, len(data)))
+            self._active_bytes += len(data)
+            self._active_count += count
+            self.fill_bytes += len(data)
+            self.end = pos + len(data)
+            if self._should_flush_locked():
+                self._kick.notify()
+
+    def restart_at(self, pos: int) -> None:
+        """(An empty follower log.) Begin at ``pos``: the leader no longer holds anything
+        before it (expired), so the copy starts there."""
+        if self.starts or self.end:
+            raise InvalidArgument("only an empty log can start at another position")
+        self.end = self.written_end = self.durable_end = self.start_pos = pos
+        self.fill_seg = pos
+        self.fill_bytes = 0

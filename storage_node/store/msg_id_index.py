@@ -65,6 +65,12 @@ class MsgIdIndexes:
             self._next[key] = first + n
             return first
 
+    def forget_assigned(self) -> None:
+        """Count again from the files at the next ``assign``: IDs were indexed meanwhile
+        that this cache did not hand out (a replicated log's copy, led elsewhere)."""
+        with self._lock:
+            self._next.clear()
+
     def reserve(self, app: str, hour: int, ip: int, seq: int) -> None:
         """Keep node-assigned numbers of (app, hour) above ``seq`` (a producer-supplied ID
         with this node's IP must never be handed out again)."""

@@ -10,6 +10,7 @@ offsets, the object store, counters, locks and the store's hooks) is handed in a
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import os
 import threading
 from collections.abc import Callable
@@ -134,6 +135,32 @@ class Parts:
         self.recovery_report = loaded.report.as_dict()
         self.recovery_report["deleted_topics_purged"] = s.purge_deleted()
         self.log.start()
+
+    def index_copied(self, data: bytes, pos: int) -> None:
+        """(A follower, append lock held.) Index frames copied from a leader's log at
+        ``pos`` as ``load`` replays them (storage_node/replication)."""
+        s = self.shared
+        loader = LogLoader(
+            s.root,
+            s.checkpoint_path,
+            self.log,
+            self.keyidx,
+            self.msgids,
+            self.queues,
+            self.dedup,
+            s.topics,
+            s.objects,
+        )
+        loader.index_copied(data, pos)
+        self.appender.last_store_ms = max(self.appender.last_store_ms, loader.last_store_ms)
+
+    def set_node_ip(self, ip: int) -> None:
+        """(Append lock held.) Hand out message IDs with ``ip`` (a replicated log's, whichever
+        node leads it), numbered after every ID indexed meanwhile; kept by rebuilds."""
+        self.shared = dataclasses.replace(self.shared, node_ip=ip)
+        self.appender.node_ip = ip
+        self.appender.node_iphex = f"{ip:08x}"
+        self.msgids.forget_assigned()
 
     def rebuilt(self) -> Parts:
         """After a failed write: these parts closed (whatever they still say) and new ones

@@ -279,6 +279,30 @@ class LogLoader:
                 count += self._index_frames(group, covered)
         return count
 
+    def index_copied(self, data: bytes, pos: int) -> int:
+        """(A follower, append lock held.) Index whole, checked frames copied from a leader's
+        log at position ``pos`` exactly as replay does, so a follower promoted to leader
+        serves offsets, keys, message IDs and idempotent batches at once."""
+        view = memoryview(data)
+        count = 0
+        group: list[tuple[memoryview, int, FrameHeader]] = []
+        group_key: tuple = ()
+        for off, size, damaged in walk_frames(data, 0):
+            if damaged or not size:
+                raise CorruptData(f"a copied frame at log position {pos + off} is damaged")
+            frame = view[off : off + size]
+            header = FrameHeader.of(frame)
+            key = header.batch_key()
+            if group and (key != group_key or len(group) >= MAX_GROUP_FRAMES):
+                count += self._index_frames(group, -1)
+                group = []
+            group_key = key
+            group.append((frame, pos + off, header))
+        if group:
+            count += self._index_frames(group, -1)
+        self.dedup.end_replay()  # copies end at whole batches: the next one starts afresh
+        return count
+
     def _index_frames(self, frames: list[tuple[memoryview, int, FrameHeader]], covered: int) -> int:
         """Index verified frames of one batch (log positions given) as its append did."""
         first = frames[0][2]

@@ -306,6 +306,24 @@ class Store:
         """``append_packed`` without blocking the caller (same arguments)."""
         return self.appends.submit_packed(topic, batch, *args, **kwargs)
 
+    # ---- replication hooks (storage_node/replication) ---------------------------------
+    def append_copied(self, data: bytes, pos: int, seg: int, frames: int) -> None:
+        """(A follower's copy of this log.) Write ``data``, whole checked frames copied from
+        the leader at exactly ``pos`` in its segment ``seg``, index them as recovery would,
+        and return once they are durable."""
+        self._check_open()
+        with self._lock:
+            self.log.append_raw(data, pos, seg, frames)
+            self.parts.index_copied(data, pos)
+        self.log.wait_durable(pos + len(data))
+
+    def set_node_ip(self, ip: str) -> None:
+        """(A replicated log taking writes here.) Message IDs handed out from now on carry
+        ``ip``: a log keeps its IP whichever node leads it."""
+        with self._lock:
+            self.node_ip = ip_to_int(ip)
+            self.parts.set_node_ip(self.node_ip)
+
     # ---- reads ----------------------------------------------------------------------
     def read(
         self,

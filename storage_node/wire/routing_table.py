@@ -59,6 +59,21 @@ class TopicRoute:
 
 
 @dataclass(frozen=True)
+class LogRoute:
+    """A replicated commit log (docs/REPLICATION.md): the node that leads it, under which
+    leader epoch, and every node holding a copy (the leader among them). Partition owners
+    name logs; a client sends a log's partitions to its leader."""
+
+    id: str
+    leader: str
+    epoch: int
+    replicas: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"leader": self.leader, "epoch": self.epoch, "replicas": list(self.replicas)}
+
+
+@dataclass(frozen=True)
 class RoutingTable:
     """A validated routing document; ``raw`` keeps unknown fields for round trips."""
 
@@ -67,8 +82,41 @@ class RoutingTable:
     nodes: tuple[NodeEntry, ...]
     topics: dict[str, TopicRoute]
     raw: dict[str, Any] = field(compare=False, repr=False, default_factory=dict)
+    logs: dict[str, LogRoute] = field(default_factory=dict)
+    replication_factor: int = 1
+    min_in_sync: int = 1
+
+    def leader_of(self, owner: str) -> str:
+        """The node serving an owner: a replicated log's leader, or the owner itself."""
+        log = self.logs.get(owner)
+        return log.leader if log is not None else owner
+
+    def logs_of(self, node_id: str) -> list[LogRoute]:
+        """The replicated logs ``node_id`` holds a copy of (as leader or follower)."""
+        return [log for _i, log in sorted(self.logs.items()) if node_id in log.replicas]
+
+    def with_logs(self, logs: dict[str, LogRoute]) -> RoutingTable:
+        """A new table (generation + 1) with these log routes."""
+        return RoutingTable(
+            self.generation + 1,
+            self.managed_by,
+            self.nodes,
+            self.topics,
+            self.raw,
+            dict(logs),
+            self.replication_factor,
+            self.min_in_sync,
+        )
+
+    def node_address_of_node(self, node_id: str) -> str | None:
+        """The address of a node (not resolved through logs)."""
+        for node in self.nodes:
+            if node.id == node_id:
+                return node.address
+        return None
 
     def node_address(self, node_id: str) -> str | None:
+        node_id = self.leader_of(node_id)
         for node in self.nodes:
             if node.id == node_id:
                 return node.address
@@ -84,7 +132,7 @@ class RoutingTable:
         route = self.topics.get(topic)
         if route is None:
             return []
-        return [p for p, owner in enumerate(route.owners) if owner == node_id]
+        return [p for p, owner in enumerate(route.owners) if self.leader_of(owner) == node_id]
 
     def to_json(self) -> dict[str, Any]:
         doc = copy.deepcopy(self.raw)
@@ -104,6 +152,12 @@ class RoutingTable:
                 },
             }
         )
+        if self.logs:
+            doc["replication"] = {
+                "factor": self.replication_factor,
+                "min_in_sync": self.min_in_sync,
+            }
+            doc["logs"] = {i: log.to_json() for i, log in sorted(self.logs.items())}
         return doc
 
     def with_topic(
@@ -118,13 +172,26 @@ class RoutingTable:
         over the nodes (but those in ``exclude``, unless that leaves none)."""
         if not self.nodes:
             raise InvalidArgument("the routing table has no nodes")
-        nodes = [n for n in self.nodes if n.id not in exclude] or list(self.nodes)
+        nodes = [n.id for n in self.nodes if n.id not in exclude] or [n.id for n in self.nodes]
+        if self.logs:  # replicated: partitions go to logs (whose leaders are not excluded)
+            nodes = [i for i, log in sorted(self.logs.items()) if log.leader not in exclude] or (
+                sorted(self.logs)
+            )
         already = sum(route.partitions for route in self.topics.values())
         start = already % len(nodes)
-        owners = tuple(nodes[(start + p) % len(nodes)].id for p in range(partitions))
+        owners = tuple(nodes[(start + p) % len(nodes)] for p in range(partitions))
         topics = dict(self.topics)
         topics[name] = TopicRoute(name, partitions, compression, float(retention_hours), owners)
-        return RoutingTable(self.generation + 1, self.managed_by, self.nodes, topics, self.raw)
+        return RoutingTable(
+            self.generation + 1,
+            self.managed_by,
+            self.nodes,
+            topics,
+            self.raw,
+            self.logs,
+            self.replication_factor,
+            self.min_in_sync,
+        )
 
     # -- deleting topics and adding partitions ----------------------------------------------
     def pending_deletions(self) -> dict[str, list[str]]:
@@ -267,10 +334,64 @@ def parse_routing(doc: object) -> RoutingTable:
             isinstance(owners, list) and len(owners) == partitions,
             f"topic {name!r}: 'owners' must list one node id per partition",
         )
-        for owner in owners:
-            _require(owner in ids, f"topic {name!r}: owner {owner!r} is not a node")
         topics[name] = TopicRoute(name, partitions, compression, float(retention), tuple(owners))
-    return RoutingTable(generation, managed_by, tuple(nodes), topics, dict(doc))
+    factor, min_in_sync, logs = _parse_logs(doc, ids)
+    for route in topics.values():
+        for owner in route.owners:
+            _require(
+                owner in (logs if logs else ids),
+                f"topic {route.name!r}: owner {owner!r} is not a {'log' if logs else 'node'}",
+            )
+    return RoutingTable(
+        generation, managed_by, tuple(nodes), topics, dict(doc), logs, factor, min_in_sync
+    )
+
+
+def _int_in(value: object, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def check_replication(factor: object, min_in_sync: object) -> tuple[int, int]:
+    """A replication factor 1-3 and a minimum in-sync count 1..factor (InvalidArgument)."""
+    if not _int_in(factor, 1, 3):
+        raise InvalidArgument(f"the replication factor must be 1, 2 or 3, not {factor!r}")
+    assert isinstance(factor, int)
+    if min_in_sync is None:
+        min_in_sync = 2 if factor == 3 else factor
+    if not _int_in(min_in_sync, 1, factor):
+        raise InvalidArgument(
+            f"min in sync must be an integer from 1 to {factor}, not {min_in_sync!r}"
+        )
+    assert isinstance(min_in_sync, int)
+    return factor, min_in_sync
+
+
+def _parse_logs(doc: dict[str, Any], ids: list[str]) -> tuple[int, int, dict[str, LogRoute]]:
+    logs_doc = doc.get("logs")
+    if logs_doc is None:
+        return 1, 1, {}
+    _require(isinstance(logs_doc, dict), "'logs' must be an object")
+    rep = doc.get("replication", {})
+    _require(isinstance(rep, dict), "'replication' must be an object")
+    try:
+        factor, min_in_sync = check_replication(rep.get("factor"), rep.get("min_in_sync"))
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"invalid routing table: {exc.message}") from None
+    logs: dict[str, LogRoute] = {}
+    for log_id, ldoc in logs_doc.items():
+        _require(isinstance(ldoc, dict), f"log {log_id!r} must be an object")
+        leader, epoch, replicas = ldoc.get("leader"), ldoc.get("epoch"), ldoc.get("replicas")
+        _require(leader in ids, f"log {log_id!r}: leader {leader!r} is not a node")
+        _require(_int_in(epoch, 0, 2**62), f"log {log_id!r}: 'epoch' must be an integer >= 0")
+        _require(
+            isinstance(replicas, list)
+            and all(r in ids for r in replicas)
+            and len(set(replicas)) == len(replicas)
+            and leader in replicas,
+            f"log {log_id!r}: 'replicas' must list distinct nodes, the leader among them",
+        )
+        logs[log_id] = LogRoute(log_id, leader, epoch, tuple(replicas))
+    return factor, min_in_sync, logs
 
 
 def standalone_table(node_id: str, address: str, topics: dict[str, dict[str, Any]]) -> RoutingTable:
@@ -288,6 +409,21 @@ def standalone_table(node_id: str, address: str, topics: dict[str, dict[str, Any
     return RoutingTable(0, "standalone", (NodeEntry(node_id, address),), routes, {})
 
 
-def new_local_table(nodes: list[tuple[str, str]]) -> RoutingTable:
-    """A fresh table for the local launcher."""
-    return RoutingTable(1, "local", tuple(NodeEntry(i, a) for i, a in nodes), {}, {})
+def new_local_table(
+    nodes: list[tuple[str, str]], replication_factor: int = 1, min_in_sync: int | None = None
+) -> RoutingTable:
+    """A fresh table for the local launcher; with a replication factor above 1 every node's
+    log is led by that node and copied by the next ``factor - 1`` nodes."""
+    factor, min_in_sync = check_replication(replication_factor, min_in_sync)
+    entries = tuple(NodeEntry(i, a) for i, a in nodes)
+    logs: dict[str, LogRoute] = {}
+    if factor > 1:
+        if factor > len(nodes):
+            raise InvalidArgument(f"a replication factor of {factor} needs at least {factor} nodes")
+        ids = [i for i, _a in nodes]
+        for k, node_id in enumerate(ids):
+            replicas = tuple(ids[(k + j) % len(ids)] for j in range(factor))
+            # epoch 0: no leader acts yet; the controller names each (epoch 1) once the
+            # replicas answer
+            logs[node_id] = LogRoute(node_id, node_id, 0, replicas)
+    return RoutingTable(1, "local", entries, {}, {}, logs, factor, min_in_sync)

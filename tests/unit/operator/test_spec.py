@@ -55,3 +55,15 @@ def test_parse_reads_every_section():
     assert spec.topics[0].partitions == 4 and spec.topic_retention_hours(spec.topics[0]) == 2
     assert spec.tiering.url == "s3://b/p" and spec.compaction.spark.executors == 4
     assert spec.auth.token_secret == "tok" and spec.pod_template.labels == {"team": "x"}
+
+
+def test_replication_fields_are_read_and_checked():
+    from msgstore_operator.spec import replication_problem
+
+    spec = parse_spec({"replicas": 3, "replicationFactor": 3, "minInSync": 2})
+    assert (spec.replication_factor, spec.min_in_sync) == (3, 2)
+    assert replication_problem(spec) is None
+    assert replication_problem(parse_spec({})) is None
+    assert "at least 3" in replication_problem(parse_spec({"replicas": 2, "replicationFactor": 3}))
+    assert "minInSync" in replication_problem(parse_spec({"replicationFactor": 2, "minInSync": 3}))
+    assert "1, 2 or 3" in replication_problem(parse_spec({"replicationFactor": 4}))

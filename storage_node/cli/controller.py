@@ -1,0 +1,75 @@
+"""The failover controller of a ``msgstore local`` cluster, as a process:
+``python -m storage_node.cli.controller --routing-file F`` (docs/REPLICATION.md). The
+decisions are storage_node/replication/controller.py's; this module reads and writes the
+routing file under the lock topic creation takes too."""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+
+from storage_node.replication.controller import Controller
+from storage_node.server.routing_state import read_routing_file, write_routing_file
+from storage_node.wire.routing_table import RoutingTable
+
+log = logging.getLogger("msgstore.controller")
+
+
+def file_table(
+    path: str,
+) -> tuple[
+    Callable[[], RoutingTable],
+    Callable[[Callable[[RoutingTable], RoutingTable | None]], RoutingTable],
+]:
+    """Read and update a routing file under the lock topic creation takes too."""
+
+    def read() -> RoutingTable:
+        return read_routing_file(path)
+
+    def update(change: Callable[[RoutingTable], RoutingTable | None]) -> RoutingTable:
+        with open(path + ".lock", "a+") as lock_fh:
+            fcntl.flock(lock_fh, fcntl.LOCK_EX)
+            try:
+                table = read_routing_file(path)
+                new = change(table)
+                if new is not None:
+                    write_routing_file(path, new)
+                    return new
+                return table
+            finally:
+                fcntl.flock(lock_fh, fcntl.LOCK_UN)
+
+    return read, update
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the controller until SIGTERM/SIGINT."""
+    parser = argparse.ArgumentParser(prog="msgstore-controller")
+    parser.add_argument("--routing-file", required=True)
+    parser.add_argument("--timeout", type=float, default=3.0, help="seconds a leader may be gone")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s controller %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+    token = os.environ.get("MSGSTORE_TOKEN", "")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    read, update = file_table(args.routing_file)
+    ctl = Controller(read, update, headers, os.environ.get("MSGSTORE_TLS_CA") or True, args.timeout)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    log.info("controlling %s (leader timeout %.1fs)", args.routing_file, args.timeout)
+    ctl.run(stop)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""Replication routes (docs/REPLICATION.md): the log-shipping fetch, a log's epoch end, the
+controller's fence, and the node's replication status.
+
+Every request names a leader epoch; an older one than this node knows is refused (409
+``fenced``), and a newer one tells a leader it was replaced, so it writes nothing more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+from aiohttp import web
+
+from storage_node.errors import Fenced, InvalidArgument, NotFound, OffsetOutOfRange
+from storage_node.formats.names import NAME_RE
+from storage_node.replication import shipping
+from storage_node.replication.epochs import check_epoch
+from storage_node.replication.replicas import LogHost, topic_configs
+from storage_node.server.app_keys import runtime_of
+from storage_node.server.params import query_int
+
+MAX_WAIT_MS = 10_000
+
+
+def _host(request: web.Request) -> LogHost:
+    host = runtime_of(request).replicas
+    if host is None:
+        raise NotFound("this node does not replicate logs (no 'logs' in its routing table)")
+    return host
+
+
+def _log_id(request: web.Request) -> str:
+    log_id = request.match_info["log"]
+    if not NAME_RE.match(log_id):
+        raise InvalidArgument(f"invalid log id {log_id!r}")
+    return log_id
+
+
+async def fetch(request: web.Request) -> web.Response:
+    rt = runtime_of(request)
+    host = _host(request)
+    log_id = _log_id(request)
+    position = query_int(request, "position", None, 0, 2**63 - 1)
+    epoch = query_int(request, "epoch", None, 0, 2**62)
+    wait_ms = query_int(request, "wait_ms", 0, 0, MAX_WAIT_MS) or 0
+    topics = query_int(request, "topics", 0, 0, 2**31)
+    follower = request.query.get("follower", "")
+    if position is None or epoch is None or not follower:
+        raise InvalidArgument("a fetch needs position, epoch and follower")
+    hosted = host.logs.get(log_id)
+    if hosted is not None and hosted.role == "leader" and epoch > hosted.epoch:
+        hosted.stale = True  # a follower knows of a newer leader: this one is replaced
+        raise Fenced(f"log {log_id!r}: epoch {epoch} replaced this leader's {hosted.epoch}")
+    hosted = host.led(log_id)
+    check_epoch(epoch, hosted.epoch, "a fetch")
+    tracker = hosted.tracker
+    assert tracker is not None
+    log = hosted.store.log
+    if position > log.durable_end:
+        raise InvalidArgument(
+            f"the copy of log {log_id!r} ends at {position}, past the leader's {log.durable_end}"
+        )
+    if position < log.start_pos:
+        raise OffsetOutOfRange(
+            f"log {log_id!r} starts at {log.start_pos} now", log_start=log.start_pos
+        )
+    tracker.ack(follower, position, log.durable_end)
+    deadline = time.monotonic() + wait_ms / 1000
+    while True:
+        grew = tracker.data
+        shipment = await rt.in_thread(shipping.read_shipment, log, position)
+        left = deadline - time.monotonic()
+        if shipment.data or left <= 0 or hosted.stale or hosted.role != "leader":
+            break
+        try:  # appends wake us; async-mode fsyncs are looked for every 50 ms
+            await asyncio.wait_for(grew.wait(), min(left, 0.05))
+        except TimeoutError:
+            pass
+    headers = {
+        shipping.H_POSITION: str(position),
+        shipping.H_SEGMENT: str(shipment.segment),
+        shipping.H_EPOCH: str(hosted.epoch),
+        shipping.H_EPOCHS: json.dumps(hosted.epochs.entries),
+        shipping.H_DURABLE_END: str(log.durable_end),
+        shipping.H_LOG_START: str(log.start_pos),
+    }
+    ip = hosted.node_ip()
+    if ip:
+        headers[shipping.H_NODE_IP] = ip
+    if topics != len(hosted.store.topics.topics):
+        headers[shipping.H_TOPICS] = json.dumps(topic_configs(hosted.store))
+    return web.Response(body=shipment.data, headers=headers, content_type=shipping.CONTENT_TYPE)
+
+
+async def epoch_end(request: web.Request) -> web.Response:
+    """Where this leader's log says epoch ``of`` ended (KIP-101's OffsetsForLeaderEpoch)."""
+    host = _host(request)
+    log_id = _log_id(request)
+    epoch = query_int(request, "epoch", None, 0, 2**62)
+    of = query_int(request, "of", None, 0, 2**62)
+    if epoch is None or of is None:
+        raise InvalidArgument("give epoch (the caller's) and of (the epoch asked about)")
+    hosted = host.led(log_id)
+    check_epoch(epoch, hosted.epoch, "an epoch-end request")
+    end = hosted.epochs.end_of(of, hosted.store.log.durable_end)
+    return web.json_response({"log": log_id, "epoch": hosted.epoch, "end": end})
+
+
+async def fence(request: web.Request) -> web.Response:
+    host = _host(request)
+    log_id = _log_id(request)
+    epoch = query_int(request, "epoch", None, 1, 2**62)
+    if epoch is None:
+        raise InvalidArgument("a fence needs the new epoch")
+    return web.json_response(host.fence(log_id, epoch))
+
+
+async def status(request: web.Request) -> web.Response:
+    rt = runtime_of(request)
+    if rt.replicas is None:  # not replicated: nothing to report, which is no error
+        return web.json_response({"node": rt.settings.node_id, "logs": {}, "under_replicated": []})
+    return web.json_response(rt.replicas.status())
+
+
+def register(app: web.Application) -> None:
+    app.router.add_get("/v1/replication/logs/{log}/fetch", fetch)
+    app.router.add_get("/v1/replication/logs/{log}/epoch-end", epoch_end)
+    app.router.add_post("/v1/replication/logs/{log}/fence", fence)
+    app.router.add_get("/v1/replication/status", status)

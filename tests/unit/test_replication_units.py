@@ -1,0 +1,110 @@
+"""Replication building blocks on real files: the routing table's log routes and their
+validation, leader-epoch history, and the checks a follower makes on a shipment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from storage_node.errors import CorruptData, Fenced, InvalidArgument
+from storage_node.replication.epochs import LeaderEpochs, check_epoch
+from storage_node.replication.shipping import check_shipment, read_shipment
+from storage_node.store import MessageIn, Store, StoreConfig, TopicConfig
+from storage_node.wire.routing_table import new_local_table, parse_routing
+
+
+def _table_doc() -> dict:
+    table = new_local_table([(f"node-{i}", f"http://127.0.0.1:{7000 + i}") for i in range(3)], 3)
+    return table.with_topic("t", 3, "lz4", 1.0).to_json()
+
+
+def test_log_routes_round_trip_and_resolve_leaders() -> None:
+    doc = _table_doc()
+    table = parse_routing(doc)
+    assert table.replication_factor == 3 and table.min_in_sync == 2
+    assert table.logs["node-0"].replicas == ("node-0", "node-1", "node-2")
+    assert parse_routing(table.to_json()) == table
+    moved = table.with_logs(
+        {
+            **table.logs,
+            "node-0": type(table.logs["node-0"])(
+                "node-0", "node-2", 5, ("node-0", "node-1", "node-2")
+            ),
+        }
+    )
+    assert moved.node_address("node-0") == "http://127.0.0.1:7002"
+    assert moved.owned_partitions("t", "node-2") == [0, 2]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda d: d["replication"].update(factor=4),
+        lambda d: d["replication"].update(min_in_sync=3, factor=2),
+        lambda d: d["logs"]["node-0"].update(leader="node-9"),
+        lambda d: d["logs"]["node-0"].update(epoch=-1),
+        lambda d: d["logs"]["node-0"].update(replicas=["node-1", "node-2"]),
+        lambda d: d["topics"]["t"].update(owners=["node-0", "node-1", "nope"]),
+    ],
+)
+def test_bad_log_routes_are_refused(change: object) -> None:
+    doc = _table_doc()
+    change(doc)  # type: ignore[operator]
+    with pytest.raises(InvalidArgument):
+        parse_routing(doc)
+
+
+def test_replication_factor_needs_enough_nodes() -> None:
+    with pytest.raises(InvalidArgument):
+        new_local_table([("node-0", "http://127.0.0.1:1")], 2)
+    with pytest.raises(InvalidArgument):
+        new_local_table([("node-0", "http://127.0.0.1:1")], 0)
+
+
+def test_leader_epochs_persist_and_answer_epoch_ends(tmp_path: Path) -> None:
+    epochs = LeaderEpochs(str(tmp_path))
+    epochs.begin(1, 0)
+    epochs.begin(3, 500)
+    epochs.begin(2, 100)  # older than the newest: ignored
+    again = LeaderEpochs(str(tmp_path))
+    assert again.entries == [(1, 0), (3, 500)]
+    assert again.end_of(1, 900) == 500
+    assert again.end_of(3, 900) == 900
+    again.truncate(400)
+    assert again.entries == [(1, 0)]
+    check_epoch(3, 3, "x")
+    with pytest.raises(Fenced):
+        check_epoch(2, 3, "x")
+
+
+def test_shipments_hold_whole_checked_batches(tmp_path: Path) -> None:
+    store = Store.open(StoreConfig(data_dir=str(tmp_path), lifecycle_interval_s=0))
+    try:
+        store.create_topic(TopicConfig(name="t", partitions=1))
+        for i in range(3):
+            store.append("t", [MessageIn(value=b"v%d" % j, key=f"k{i}-{j}") for j in range(50)])
+        shipped = read_shipment(store.log, 0)
+        assert len(shipped.data) == store.log.durable_end
+        assert check_shipment(shipped.data) >= 3
+        part = read_shipment(store.log, 0, max_bytes=len(shipped.data) - 1)
+        assert 0 < len(part.data) < len(shipped.data)  # cut back to the last whole batch
+        check_shipment(part.data)
+        damaged = bytearray(shipped.data)
+        damaged[40] ^= 0xFF
+        with pytest.raises(CorruptData):
+            check_shipment(bytes(damaged))
+        with pytest.raises(CorruptData):
+            check_shipment(shipped.data[:-3])
+    finally:
+        store.close()
+
+
+def test_local_up_refuses_a_bad_replication_factor_and_changes_nothing(tmp_path: Path) -> None:
+    from storage_node.cli.local import LocalCluster
+
+    target = tmp_path / "cluster"
+    for nodes, factor, min_in_sync in ((1, 3, None), (3, 4, None), (3, 3, 4)):
+        with pytest.raises(InvalidArgument):
+            LocalCluster(target).up(nodes=nodes, replication_factor=factor, min_in_sync=min_in_sync)
+        assert not target.exists()
