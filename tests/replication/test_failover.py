@@ -125,9 +125,9 @@ def test_partitioned_leader(cluster: NetnsCluster) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(3600)  # 100 rounds of fault, failover and catch-up
+@pytest.mark.timeout(3600)  # MSGSTORE_FAULT_ROUNDS=100 takes about 25 minutes
 def test_random_faults(cluster: NetnsCluster) -> None:
-    rounds = int(os.environ.get("MSGSTORE_FAULT_ROUNDS", "100"))
+    rounds = int(os.environ.get("MSGSTORE_FAULT_ROUNDS", "10"))
     rng = random.Random(int(os.environ.get("MSGSTORE_FAULT_SEED", "17")))
     model = Model()
     producers = Producers(cluster.routing_file, model)
