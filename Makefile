@@ -48,7 +48,7 @@ bench: system $(STAMP)
 	$(PY) bench/spark.py
 
 controlplane:
-	bash tests/controlplane/build.sh
+	bash tests/integration/controlplane/build.sh
 
 ## make images [IMAGES=node|spark|all]: the node+operator and Spark job images, built
 ## locally without a registry (docs/IMAGES.md)

@@ -17,7 +17,7 @@
 #   published  always kind's published image
 #   <ref>      that image
 # kubectl and helm: $KUBECTL / $HELM when set, else the project's builds
-# (tests/controlplane/build.sh), else the ones on PATH, else they are built.
+# (tests/integration/controlplane/build.sh), else the ones on PATH, else they are built.
 # Host settings a kind node changes (sysctls, /lib/modules) are recorded before the cluster is
 # created and restored by `make kind-down`. Re-running it is safe: a healthy cluster is reused,
 # a broken one re-created, and every later step is an upsert.
@@ -50,13 +50,13 @@ die() { echo "kind-up: $*" >&2; exit 1; }
 # tool NAME COMPONENT: the binary to use (see the header)
 tool() {
   local name=$1 component=$2 cp_dir
-  cp_dir=$(bash tests/controlplane/build.sh --print-bin-dir)
+  cp_dir=$(bash tests/integration/controlplane/build.sh --print-bin-dir)
   if [[ -x "$cp_dir/$name" ]]; then
     echo "$cp_dir/$name"
   elif command -v "$name" >/dev/null 2>&1; then
     command -v "$name"
   else
-    bash tests/controlplane/build.sh "$component" >&2 || die "could not build $name"
+    bash tests/integration/controlplane/build.sh "$component" >&2 || die "could not build $name"
     echo "$cp_dir/$name"
   fi
 }

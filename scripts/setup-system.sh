@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system packages msgstore needs on a fresh Debian machine: Java 17 for Spark.
 # The Kubernetes test control plane (etcd included) is built from Go sources by
-# tests/controlplane/build.sh, which needs a Go toolchain (checked here so a missing one is
+# tests/integration/controlplane/build.sh, which needs a Go toolchain (checked here so a missing one is
 # reported up front). Idempotent; does nothing when everything is present.
 set -euo pipefail
 need=()

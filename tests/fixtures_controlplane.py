@@ -1,6 +1,6 @@
 """Builds (or reuses) the control-plane binaries before the tests that need them run.
 
-The binaries come from tests/controlplane/build.sh, which compiles them from Go sources. A cold
+The binaries come from tests/integration/controlplane/build.sh, which compiles them from Go sources. A cold
 build takes far longer than the per-test timeout, so it runs once right after collection, and
 only when a collected test uses a fixture that needs it. A failed build never skips anything:
 every test that needs the binaries fails with the build's own error message.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-BUILD_SCRIPT = Path(__file__).resolve().parent / "controlplane" / "build.sh"
+BUILD_SCRIPT = Path(__file__).resolve().parent / "integration" / "controlplane" / "build.sh"
 
 # Which build.sh components each fixture needs, and which component makes each binary.
 COMPONENTS_OF_FIXTURE = {

@@ -4,7 +4,7 @@ Everything it needs is built on this machine before the first test that uses it,
 collection (cold builds take longer than the per-test timeout): a Docker engine
 (scripts/docker-engine.sh), the kind node image assembled from Go modules and Debian packages
 (scripts/kind/node-image.sh), the two msgstore images (scripts/build-images.sh), and kubectl and
-helm (tests/controlplane/build.sh). A failed build never skips anything: every test that needs
+helm (tests/integration/controlplane/build.sh). A failed build never skips anything: every test that needs
 the cluster fails with the build's own message.
 
 The cluster is created from the repository's kind-config.yaml with another name, images are loaded with `kind load` (pods never pull: no registry is reachable), and it is

@@ -2,7 +2,7 @@
 # Builds every Go binary a kind cluster needs from upstream Go modules (module proxy only, no
 # prebuilt binary): kind, kubelet/kubeadm/kube-proxy, containerd (+ shim, ctr), crictl, etcd,
 # CoreDNS and local-path-provisioner. kubectl and the control-plane binaries come from
-# tests/controlplane/build.sh (run for `kubernetes` when missing), which uses the same Go
+# tests/integration/controlplane/build.sh (run for `kubernetes` when missing), which uses the same Go
 # settings and wrapper-module technique, so both share the Go build cache.
 #
 # Usage: scripts/kind/build-binaries.sh [--print-bin-dir] [COMPONENT...]
@@ -113,7 +113,7 @@ build_kind() {
 }
 
 build_k8snode() {
-  # The same wrapper as tests/controlplane/build.sh: k8s.io/kubernetes points its staging
+  # The same wrapper as tests/integration/controlplane/build.sh: k8s.io/kubernetes points its staging
   # modules at ./staging (v0.0.0); pin each to the published version of the same release.
   local dir="$KIND_SRC/k8snode" kmod staging
   new_wrapper "$dir" msgstore.local/kind/k8snode
@@ -162,7 +162,7 @@ build_crictl() {
 }
 
 build_etcd() {
-  # kubeadm v1.36 runs registry.k8s.io/etcd:3.6.8-0; tests/controlplane builds v3.6.16 for the
+  # kubeadm v1.36 runs registry.k8s.io/etcd:3.6.8-0; tests/integration/controlplane builds v3.6.16 for the
   # test control plane, so this exact version is built here (same wrapper technique).
   local dir="$KIND_SRC/etcd"
   new_wrapper "$dir" msgstore.local/kind/etcd

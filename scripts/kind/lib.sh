@@ -64,7 +64,7 @@ kind_lacks_sys_resource() {
   (((0x$bnd >> 24 & 1) == 0))
 }
 
-# The same Go settings as tests/controlplane/build.sh, so both share one build cache.
+# The same Go settings as tests/integration/controlplane/build.sh, so both share one build cache.
 kind_go_env() {
   export GOTOOLCHAIN=local
   export GOFLAGS="-trimpath -mod=mod -buildvcs=false"
@@ -75,11 +75,11 @@ kind_go_env() {
 
 # The project's control-plane binaries (kubectl, kube-apiserver, ...), built when missing.
 kind_cp_bin() {
-  local cp_build="$KIND_REPO_ROOT/tests/controlplane/build.sh" dir
+  local cp_build="$KIND_REPO_ROOT/tests/integration/controlplane/build.sh" dir
   dir=$(bash "$cp_build" --print-bin-dir)
   if [[ ! -x "$dir/kubectl" || ! -x "$dir/kube-apiserver" || ! -x "$dir/kube-controller-manager" ||
     ! -x "$dir/kube-scheduler" ]]; then
-    bash "$cp_build" kubernetes >&2 || kind_die "tests/controlplane/build.sh kubernetes failed"
+    bash "$cp_build" kubernetes >&2 || kind_die "tests/integration/controlplane/build.sh kubernetes failed"
   fi
   echo "$dir"
 }

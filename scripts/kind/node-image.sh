@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Assembles a kind node image with no container registry, from Debian packages (mmdebstrap)
-# and the binaries of scripts/kind/build-binaries.sh and tests/controlplane/build.sh:
+# and the binaries of scripts/kind/build-binaries.sh and tests/integration/controlplane/build.sh:
 #   1. base image: Debian bookworm (systemd, runc, CNI plugins, iptables, ...) + kind's own base
 #      files from the sigs.k8s.io/kind module + containerd/ctr/shim/crictl; entrypoint patched
 #      (node/patch-entrypoint.py) so a node also boots without --privileged;

@@ -3,8 +3,8 @@
 Body schemas come from the pydantic models of ``api_models`` (the same models validate the
 requests); this module adds the route table: paths, parameters, statuses and the binary
 content types. A new route is a model (when it has a JSON body) plus one ``Route`` entry in
-``ROUTES``; tests/node/test_api.py checks that the table and the served routes agree, and the
-fuzz tests in tests/node drive the server from the document.
+``ROUTES``; tests/integration/node/test_api.py checks that the table and the served routes agree, and the
+fuzz tests in tests/integration/node drive the server from the document.
 """
 
 from __future__ import annotations
