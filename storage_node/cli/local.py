@@ -334,17 +334,20 @@ class LocalCluster:
             time.sleep(0.05)
 
     def _spawn_controller(self) -> None:
+        command = [sys.executable, "-m", "storage_node.cli.controller"]
+        command += ["--routing-file", str(self.routing_file)]
+        proc = self._start(command, self.dir / "controller.log")
+        self.controller_pid = proc.pid
+        self._procs["controller"] = proc
+
+    def _start(self, command: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+        """A child in its own session (so Ctrl-C at the terminal does not reach it), its
+        output appended to ``log_path``."""
         env = {**os.environ, **self.env}
-        log = open(self.dir / "controller.log", "ab")  # noqa: SIM115 - handed to the child
+        log = open(log_path, "ab")  # noqa: SIM115 - handed to the child process
         try:
-            proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "storage_node.cli.controller",
-                    "--routing-file",
-                    self.routing_file,
-                ],
+            return subprocess.Popen(
+                command,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -353,8 +356,6 @@ class LocalCluster:
             )
         finally:
             log.close()
-        self.controller_pid = proc.pid
-        self._procs["controller"] = proc
 
     def _stop_controller(self) -> None:
         pid = self.controller_pid
@@ -401,19 +402,8 @@ class LocalCluster:
         write_routing_file(self.routing_file, table)
 
     def _spawn(self, node: NodeProcess) -> None:
-        env = {**os.environ, **self.env}
-        log = open(node.log, "ab")  # noqa: SIM115 - handed to the child process
-        try:
-            proc = subprocess.Popen(
-                node_command(node, self.routing_file, self.host, self.extra_args, self.tls_dir),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                start_new_session=True,
-            )
-        finally:
-            log.close()
+        command = node_command(node, self.routing_file, self.host, self.extra_args, self.tls_dir)
+        proc = self._start(command, Path(node.log))
         node.pid = proc.pid
         self._procs[node.id] = proc
 

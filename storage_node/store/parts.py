@@ -116,31 +116,10 @@ class Parts:
         )
         self.recovery_report: dict = {}
 
-    def load(self) -> None:
-        """Recover the parts from disk (see recovery.py), remove what deleted topics left
-        (the store serves from these parts already), and start the log."""
+    def _loader(self) -> LogLoader:
+        """A loader handed these parts (recovery at open, or indexing copied frames)."""
         s = self.shared
-        loaded = LogLoader(
-            s.root,
-            s.checkpoint_path,
-            self.log,
-            self.keyidx,
-            self.msgids,
-            self.queues,
-            self.dedup,
-            s.topics,
-            s.objects,
-        ).load()
-        self.appender.last_store_ms = max(self.appender.last_store_ms, loaded.last_store_ms)
-        self.recovery_report = loaded.report.as_dict()
-        self.recovery_report["deleted_topics_purged"] = s.purge_deleted()
-        self.log.start()
-
-    def index_copied(self, data: bytes, pos: int) -> None:
-        """(A follower, append lock held.) Index frames copied from a leader's log at
-        ``pos`` as ``load`` replays them (storage_node/replication)."""
-        s = self.shared
-        loader = LogLoader(
+        return LogLoader(
             s.root,
             s.checkpoint_path,
             self.log,
@@ -151,6 +130,21 @@ class Parts:
             s.topics,
             s.objects,
         )
+
+    def load(self) -> None:
+        """Recover the parts from disk (see recovery.py), remove what deleted topics left
+        (the store serves from these parts already), and start the log."""
+        s = self.shared
+        loaded = self._loader().load()
+        self.appender.last_store_ms = max(self.appender.last_store_ms, loaded.last_store_ms)
+        self.recovery_report = loaded.report.as_dict()
+        self.recovery_report["deleted_topics_purged"] = s.purge_deleted()
+        self.log.start()
+
+    def index_copied(self, data: bytes, pos: int) -> None:
+        """(A follower, append lock held.) Index frames copied from a leader's log at
+        ``pos`` as ``load`` replays them (storage_node/replication)."""
+        loader = self._loader()
         loader.index_copied(data, pos)
         self.appender.last_store_ms = max(self.appender.last_store_ms, loader.last_store_ms)
 
