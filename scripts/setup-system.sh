@@ -7,6 +7,9 @@ set -euo pipefail
 need=()
 if ! java -version 2>&1 | grep -q 'version "17'; then need+=(openjdk-17-jre-headless); fi
 if ! command -v python3.11 >/dev/null 2>&1; then need+=(python3.11 python3.11-venv); fi
+# ip and iptables: the replication tests put each node in its own network namespace.
+if ! command -v ip >/dev/null 2>&1; then need+=(iproute2); fi
+if ! command -v iptables >/dev/null 2>&1; then need+=(iptables); fi
 if ((${#need[@]})); then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   echo "installing Debian packages: ${need[*]}"

@@ -36,6 +36,11 @@ SCRIPTS = REPO / "scripts"
 KIND_SH = SCRIPTS / "kind" / "kind.sh"
 NODE_IMAGE_SH = SCRIPTS / "kind" / "node-image.sh"
 HOST_SETTINGS_SH = SCRIPTS / "kind" / "host-settings.sh"
+HOST_RECORD = (
+    Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    / "msgstore-kind"
+    / "host-record"
+)
 BUILD_IMAGES_SH = SCRIPTS / "build-images.sh"
 DOCKER_ENGINE_SH = SCRIPTS / "docker-engine.sh"
 CLUSTER_NAME = "msgstore-e2e"
@@ -312,7 +317,12 @@ def kind_cluster(
     kubectl = require_binary("kubectl")
     helm = require_binary("helm")
     work = tmp_path_factory.mktemp("kind")
-    subprocess.run(["bash", str(HOST_SETTINGS_SH), "save", str(work / "host")], check=True)
+    # The record of the host's settings lives in one place across runs: a run killed before its
+    # teardown leaves it behind, and the next run restores it before recording afresh (else it
+    # would record, and later "restore", the values the killed run's kubelets had set).
+    if (HOST_RECORD / "sysctl.txt").exists():
+        subprocess.run(["bash", str(HOST_SETTINGS_SH), "restore", str(HOST_RECORD)], check=True)
+    subprocess.run(["bash", str(HOST_SETTINGS_SH), "save", str(HOST_RECORD)], check=True)
     # A cluster left by an interrupted run is replaced, so a half-failed run can be re-run.
     if CLUSTER_NAME in _kind("get", "clusters", check=False).stdout.split():
         _delete(work)
@@ -385,7 +395,7 @@ def kind_cluster(
         _current = None
         if os.environ.get(KEEP_ENV) != "1":
             _delete(work)
-        subprocess.run(["bash", str(HOST_SETTINGS_SH), "restore", str(work / "host")], check=False)
+        subprocess.run(["bash", str(HOST_SETTINGS_SH), "restore", str(HOST_RECORD)], check=False)
 
 
 @pytest.hookimpl(hookwrapper=True)
