@@ -172,6 +172,7 @@ class ReadOptions:
     ending_ts: OffsetSpec | None
     max_records_per_partition: int
     fetch_size: int
+    min_records_per_task: int
     tag: str | None
     fail_on_data_loss: bool
     max_offsets_per_trigger: int | None
@@ -240,6 +241,7 @@ def read_options(options: Mapping[str, str], streaming: bool) -> ReadOptions:
         ending_ts=ending_ts,
         max_records_per_partition=_int(options, "maxRecordsPerPartition", 1_000_000, 1, 2**62),
         fetch_size=_int(options, "fetchSize", MAX_FETCH, 1, MAX_FETCH),
+        min_records_per_task=_int(options, "minRecordsPerTask", 100_000, 1, 2**62),
         tag=_get(options, "tag"),
         fail_on_data_loss=_bool(options, "failOnDataLoss", True),
         max_offsets_per_trigger=(

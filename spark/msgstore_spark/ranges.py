@@ -1,8 +1,10 @@
-"""Offset ranges: the unit of parallel reading, and how a range is read from its owner."""
+"""Offset ranges: the unit of parallel reading, how small ones share a task, and how a
+task's ranges are read from their owners."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import gc
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,12 +21,19 @@ MAX_PAGE_BYTES = 64 * 1024 * 1024
 
 @dataclass
 class OffsetRange(InputPartition):
-    """Offsets [start, end) of one partition of one topic: one Spark task."""
+    """Offsets [start, end) of one partition of one topic."""
 
     topic: str
     partition: int
     start: int
     end: int
+
+
+@dataclass
+class TaskRanges(InputPartition):
+    """The ranges one Spark task reads: one topic, each partition at most once."""
+
+    ranges: list[OffsetRange]
 
 
 def split_range(topic: str, partition: int, start: int, end: int, size: int) -> list[OffsetRange]:
@@ -33,20 +42,72 @@ def split_range(topic: str, partition: int, start: int, end: int, size: int) -> 
     ]
 
 
-def read_range(
-    conn: ConnectionOptions, rng: OffsetRange, fetch_size: int, tag: str | None
+def pack_ranges(
+    ranges: Sequence[OffsetRange], min_records: int, max_records: int
+) -> list[TaskRanges]:
+    """Group ranges into tasks: a task takes the next range of its topic while it holds fewer
+    than ``min_records`` offsets and stays within ``max_records``. A Spark task of a Python
+    data source has a fixed cost (worker hand-off, the JVM's stage work) of roughly reading
+    a hundred thousand records, so a topic of many small partitions is read by fewer,
+    fuller tasks; empty ranges are dropped."""
+    tasks: list[TaskRanges] = []
+    current: list[OffsetRange] = []
+    held = 0
+    for rng in ranges:
+        size = rng.end - rng.start
+        if size <= 0:
+            continue
+        fits = (
+            current
+            and held < min_records
+            and held + size <= max_records
+            and rng.topic == current[0].topic
+            and all(r.partition != rng.partition for r in current)
+        )
+        if not fits:
+            if current:
+                tasks.append(TaskRanges(current))
+            current, held = [], 0
+        current.append(rng)
+        held += size
+    if current:
+        tasks.append(TaskRanges(current))
+    return tasks
+
+
+_frozen = False
+
+
+def freeze_worker_heap() -> None:
+    """Once per Python worker: move what the imports made (pyarrow, pandas, PySpark, this
+    package) out of the collector's reach. A reused PySpark worker runs ``gc.collect()``
+    after every task, and over that heap it took tens of milliseconds, in the way of the
+    next task; what a task allocates later is still collected as usual."""
+    global _frozen
+    if not _frozen:
+        _frozen = True
+        gc.freeze()
+
+
+def read_ranges(
+    conn: ConnectionOptions, task: TaskRanges, fetch_size: int, tag: str | None
 ) -> Iterator[pa.RecordBatch]:
-    """Page through the range on the partition's owner with the client's consumer (binary
-    read answers, the next page fetched while Spark takes in this one), each page straight
-    into one RecordBatch."""
+    """Page through the task's ranges with the client's consumer: one fetch asks every
+    owning node at once for the next page of each of its partitions (binary read answers,
+    the next fetch on the wire while Spark takes in this one), each page straight into one
+    RecordBatch."""
+    if not task.ranges:
+        return
+    topic = task.ranges[0].topic
+    ends = {r.partition: r.end for r in task.ranges}
     client = connect(conn)
     try:
-        with explained(conn.endpoints, rng.topic):
+        with explained(conn.endpoints, topic):
             consumer = client.consumer(
-                rng.topic,
-                partitions=[rng.partition],
-                offsets={rng.partition: rng.start},
-                ends={rng.partition: rng.end},
+                topic,
+                partitions=list(ends),
+                offsets={r.partition: r.start for r in task.ranges},
+                ends=ends,
                 page=fetch_size,
                 tag=tag,
                 max_bytes=MAX_PAGE_BYTES,
@@ -54,8 +115,17 @@ def read_range(
             with consumer:
                 for cols in consumer:
                     # offsets rise within a partition: rows past the range's end are cut
-                    keep = int(np.searchsorted(cols.offsets, rng.end))
+                    keep = int(np.searchsorted(cols.offsets, ends[int(cols.partitions[0])]))
                     if keep:
-                        yield columns_to_batch(rng.topic, cols, keep)
+                        yield columns_to_batch(topic, cols, keep)
     finally:
         client.close()
+
+
+def read_range(
+    conn: ConnectionOptions, rng: OffsetRange, fetch_size: int, tag: str | None
+) -> Iterator[pa.RecordBatch]:
+    """One range read on its own (``read_ranges`` of a task holding only it)."""
+    if rng.end <= rng.start:
+        return iter(())
+    return read_ranges(conn, TaskRanges([rng]), fetch_size, tag)

@@ -1,4 +1,5 @@
-"""Batch reads: plan one task per (topic, partition, offset range), read each from its owner."""
+"""Batch reads: plan offset ranges per (topic, partition), pack small ones into shared tasks,
+read each task's ranges from their owners."""
 
 from __future__ import annotations
 
@@ -16,7 +17,14 @@ from msgstore_spark.cluster import (
 )
 from msgstore_spark.errors import OptionError, explained
 from msgstore_spark.options import ReadOptions
-from msgstore_spark.ranges import OffsetRange, read_range, split_range
+from msgstore_spark.ranges import (
+    OffsetRange,
+    TaskRanges,
+    freeze_worker_heap,
+    pack_ranges,
+    read_ranges,
+    split_range,
+)
 
 
 def plan_ranges(opts: ReadOptions) -> list[OffsetRange]:
@@ -62,12 +70,15 @@ class MsgStoreBatchReader(DataSourceReader):
         self.opts = opts
 
     def partitions(self) -> Sequence[InputPartition]:
-        ranges = plan_ranges(self.opts)
-        # Spark needs at least one partition; an empty range reads nothing
-        return ranges or [OffsetRange(self.opts.topics[0], 0, 0, 0)]
+        tasks = pack_ranges(
+            plan_ranges(self.opts),
+            self.opts.min_records_per_task,
+            self.opts.max_records_per_partition,
+        )
+        # Spark needs at least one partition; an empty task reads nothing
+        return tasks or [TaskRanges([])]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, OffsetRange)
-        if partition.end <= partition.start:
-            return iter(())
-        return read_range(self.opts.conn, partition, self.opts.fetch_size, self.opts.tag)
+        assert isinstance(partition, TaskRanges)
+        freeze_worker_heap()
+        return read_ranges(self.opts.conn, partition, self.opts.fetch_size, self.opts.tag)

@@ -8,6 +8,7 @@ import pytest
 from msgstore_spark.arrow_codec import encode_frame, messages_to_batch
 from msgstore_spark.errors import OptionError
 from msgstore_spark.options import EARLIEST, LATEST, read_options, write_options
+from msgstore_spark.ranges import OffsetRange, pack_ranges
 
 from storage_node.wire.batch_codec import decode_batch
 
@@ -50,6 +51,8 @@ def test_json_offsets_and_timestamps():
         ({**BASE, "endingOffsets": '{"orders": {"0": -2}}'}, "endingOffsets"),
         ({**BASE, "maxRecordsPerPartition": "0"}, "maxRecordsPerPartition"),
         ({**BASE, "maxRecordsPerPartition": "many"}, "maxRecordsPerPartition"),
+        ({**BASE, "minRecordsPerTask": "0"}, "minRecordsPerTask"),
+        ({**BASE, "minRecordsPerTask": "few"}, "minRecordsPerTask"),
         ({**BASE, "startingTimestamp": "noon"}, "startingTimestamp"),
         ({**BASE, "failOnDataLoss": "perhaps"}, "failOnDataLoss"),
     ],
@@ -143,3 +146,21 @@ def test_ca_option_and_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("MSGSTORE_CA", str(ca))
     assert write_options({**tls, "ca": ""}).conn.ca == str(ca)
     assert conn.endpoints == ["https://n0:8080", "https://n1:8080"]
+
+
+def test_pack_ranges_fills_tasks_up_to_the_target_within_the_cap():
+    ranges = [OffsetRange("a", p, 0, 40) for p in range(5)] + [OffsetRange("b", 0, 0, 40)]
+    ranges += [OffsetRange("a", 9, 5, 5)]  # empty: dropped
+    tasks = pack_ranges(ranges, min_records=100, max_records=1000)
+    # a task takes ranges while it holds fewer than 100; another topic starts a new task
+    assert [[(r.topic, r.partition) for r in t.ranges] for t in tasks] == [
+        [("a", 0), ("a", 1), ("a", 2)],
+        [("a", 3), ("a", 4)],
+        [("b", 0)],
+    ]
+    # the cap (maxRecordsPerPartition) is never passed, and a partition appears once a task
+    capped = pack_ranges(ranges, min_records=100, max_records=80)
+    assert [len(t.ranges) for t in capped] == [2, 2, 1, 1]
+    pieces = [OffsetRange("a", 0, 0, 30), OffsetRange("a", 0, 30, 40)]
+    assert [len(t.ranges) for t in pack_ranges(pieces, 100, 100)] == [1, 1]
+    assert pack_ranges([], 100, 100) == []

@@ -137,6 +137,22 @@ def test_offset_ranges(spark, endpoints, client, small_topic):
     assert fingerprint(split) == fingerprint(read_topic(spark, endpoints, "ranges"))
 
 
+def test_small_ranges_share_tasks_and_read_the_same_rows(spark, endpoints, small_topic):
+    """The 1,200 rows of three partitions fit one task by default; one task per partition
+    (minRecordsPerTask=1) reads exactly the same (partition, offset, value) rows."""
+    packed = read_topic(spark, endpoints, "ranges")
+    apart = read_topic(spark, endpoints, "ranges", minRecordsPerTask="1")
+    assert packed.rdd.getNumPartitions() == 1
+    assert apart.rdd.getNumPartitions() == 3
+    rows = sorted(tuple(r) for r in packed.select("partition", "offset", "value").collect())
+    assert len(rows) == 1200
+    assert rows == sorted(tuple(r) for r in apart.select("partition", "offset", "value").collect())
+    # a cap below the default target still bounds every task
+    capped = read_topic(spark, endpoints, "ranges", maxRecordsPerPartition="250")
+    assert capped.rdd.getNumPartitions() >= 1200 // 250
+    assert fingerprint(capped) == fingerprint(packed)
+
+
 def test_timestamps_select_by_store_time(spark, endpoints, small_topic):
     after = read_topic(spark, endpoints, "ranges", startingTimestamp=str(small_topic))
     values = [r["v"] for r in after.select(F.col("value").cast("string").alias("v")).collect()]
