@@ -1,13 +1,13 @@
 """PySpark data source for msgstore: ``register(spark)`` then ``format("msgstore")``.
 
-Batch and streaming reads (one task per topic partition offset range, read from the owning
-node) and writes (idempotent binary batches sent to each partition's owner). Options mirror
-Spark's Kafka connector:
+Batch and streaming reads (offset ranges per topic partition, small ones sharing a task,
+read from the owning nodes) and writes (idempotent binary batches sent to each partition's
+owner). Options mirror Spark's Kafka connector:
 
 read   endpoints, topic | topics, startingOffsets, endingOffsets, startingTimestamp,
        endingTimestamp, startingOffsetsByTimestamp, endingOffsetsByTimestamp,
-       maxRecordsPerPartition, maxOffsetsPerTrigger (streams), failOnDataLoss, fetchSize,
-       tag, token, ca, timeoutSeconds
+       maxRecordsPerPartition, minRecordsPerTask, maxOffsetsPerTrigger (streams),
+       failOnDataLoss, fetchSize, tag, token, ca, timeoutSeconds
 write  endpoints, topic, partitions (create the topic when absent), compression,
        batchSize, maxBatchBytes, summaryPath, token, ca, timeoutSeconds
 
