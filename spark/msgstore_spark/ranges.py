@@ -14,7 +14,7 @@ from pyspark.sql.datasource import InputPartition
 from msgstore_spark.arrow_codec import columns_to_batch
 from msgstore_spark.cluster import connect
 from msgstore_spark.errors import explained
-from msgstore_spark.options import ConnectionOptions
+from msgstore_spark.options import ConnectionOptions, ReadOptions
 
 MAX_PAGE_BYTES = 64 * 1024 * 1024
 
@@ -120,6 +120,18 @@ def read_ranges(
                         yield columns_to_batch(topic, cols, keep)
     finally:
         client.close()
+
+
+def tasks_of(opts: ReadOptions, ranges: Sequence[OffsetRange]) -> list[TaskRanges]:
+    """The read tasks of planned ranges under the read options."""
+    return pack_ranges(ranges, opts.min_records_per_task, opts.max_records_per_partition)
+
+
+def read_task(opts: ReadOptions, task: InputPartition) -> Iterator[pa.RecordBatch]:
+    """What a reader's ``read`` does on an executor with one of its tasks."""
+    assert isinstance(task, TaskRanges)
+    freeze_worker_heap()
+    return read_ranges(opts.conn, task, opts.fetch_size, opts.tag)
 
 
 def read_range(

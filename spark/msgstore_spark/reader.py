@@ -17,14 +17,7 @@ from msgstore_spark.cluster import (
 )
 from msgstore_spark.errors import OptionError, explained
 from msgstore_spark.options import ReadOptions
-from msgstore_spark.ranges import (
-    OffsetRange,
-    TaskRanges,
-    freeze_worker_heap,
-    pack_ranges,
-    read_ranges,
-    split_range,
-)
+from msgstore_spark.ranges import OffsetRange, TaskRanges, read_task, split_range, tasks_of
 
 
 def plan_ranges(opts: ReadOptions) -> list[OffsetRange]:
@@ -70,15 +63,9 @@ class MsgStoreBatchReader(DataSourceReader):
         self.opts = opts
 
     def partitions(self) -> Sequence[InputPartition]:
-        tasks = pack_ranges(
-            plan_ranges(self.opts),
-            self.opts.min_records_per_task,
-            self.opts.max_records_per_partition,
-        )
+        tasks = tasks_of(self.opts, plan_ranges(self.opts))
         # Spark needs at least one partition; an empty task reads nothing
         return tasks or [TaskRanges([])]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, TaskRanges)
-        freeze_worker_heap()
-        return read_ranges(self.opts.conn, partition, self.opts.fetch_size, self.opts.tag)
+        return read_task(self.opts, partition)

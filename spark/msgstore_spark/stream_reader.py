@@ -16,14 +16,7 @@ from pyspark.sql.streaming.datasource import (
 from msgstore_spark.cluster import check_spec_partitions, connect, describe_all, resolve_start
 from msgstore_spark.errors import OptionError, explained
 from msgstore_spark.options import ReadOptions
-from msgstore_spark.ranges import (
-    OffsetRange,
-    TaskRanges,
-    freeze_worker_heap,
-    pack_ranges,
-    read_ranges,
-    split_range,
-)
+from msgstore_spark.ranges import OffsetRange, read_task, split_range, tasks_of
 
 Offsets = dict[str, dict[str, int]]
 
@@ -121,14 +114,10 @@ class MsgStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 ranges.extend(
                     split_range(topic, int(p), begin, stop, self.opts.max_records_per_partition)
                 )
-        return pack_ranges(
-            ranges, self.opts.min_records_per_task, self.opts.max_records_per_partition
-        )
+        return tasks_of(self.opts, ranges)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, TaskRanges)
-        freeze_worker_heap()
-        return read_ranges(self.opts.conn, partition, self.opts.fetch_size, self.opts.tag)
+        return read_task(self.opts, partition)
 
     def commit(self, end: dict) -> None:
         """Nothing to release: Spark's checkpoint holds the progress."""
