@@ -4,6 +4,7 @@ task's ranges are read from their owners."""
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -79,12 +80,13 @@ _frozen = False
 
 
 def freeze_worker_heap() -> None:
-    """Once per Python worker: move what the imports made (pyarrow, pandas, PySpark, this
-    package) out of the collector's reach. A reused PySpark worker runs ``gc.collect()``
-    after every task, and over that heap it took tens of milliseconds, in the way of the
-    next task; what a task allocates later is still collected as usual."""
+    """Once per reused PySpark worker (``SPARK_REUSE_WORKER``, which Spark sets for its
+    Python workers): move what the imports made (pyarrow, pandas, PySpark, this package) out
+    of the collector's reach. Such a worker runs ``gc.collect()`` after every task, and over
+    that heap it took tens of milliseconds of a two-core machine, in the way of the next task;
+    what a task allocates later is still collected as usual. Elsewhere it does nothing."""
     global _frozen
-    if not _frozen:
+    if not _frozen and os.environ.get("SPARK_REUSE_WORKER"):
         _frozen = True
         gc.freeze()
 

@@ -17,7 +17,14 @@ from msgstore_spark.cluster import (
 )
 from msgstore_spark.errors import OptionError, explained
 from msgstore_spark.options import ReadOptions
-from msgstore_spark.ranges import OffsetRange, TaskRanges, read_task, split_range, tasks_of
+from msgstore_spark.ranges import (
+    OffsetRange,
+    TaskRanges,
+    freeze_worker_heap,
+    read_task,
+    split_range,
+    tasks_of,
+)
 
 
 def plan_ranges(opts: ReadOptions) -> list[OffsetRange]:
@@ -63,6 +70,7 @@ class MsgStoreBatchReader(DataSourceReader):
         self.opts = opts
 
     def partitions(self) -> Sequence[InputPartition]:
+        freeze_worker_heap()  # the planner's Python worker is reused too
         tasks = tasks_of(self.opts, plan_ranges(self.opts))
         # Spark needs at least one partition; an empty task reads nothing
         return tasks or [TaskRanges([])]
