@@ -91,6 +91,52 @@ def _name(common_name: str) -> x509.Name:
     )
 
 
+# Key usages no msgstore certificate has.
+_UNUSED_KEY_USAGES = dict.fromkeys(
+    (
+        "content_commitment",
+        "key_encipherment",
+        "data_encipherment",
+        "key_agreement",
+        "encipher_only",
+        "decipher_only",
+    ),
+    False,
+)
+
+
+def _builder(
+    subject: x509.Name,
+    issuer: x509.Name,
+    key: ec.EllipticCurvePrivateKey,
+    now: datetime.datetime,
+    not_after: datetime.datetime,
+    is_ca: bool,
+) -> x509.CertificateBuilder:
+    """What a CA and a node certificate have in common: names, key, a fresh serial, the
+    validity window (backdated by ``CLOCK_SKEW``) and the critical basic constraints and key
+    usage. A CA signs end-entity certificates only (path length 0) and revocation lists; a
+    node certificate only signs handshakes."""
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - CLOCK_SKEW)
+        .not_valid_after(not_after)
+        .add_extension(
+            x509.BasicConstraints(ca=is_ca, path_length=0 if is_ca else None), critical=True
+        )
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True, key_cert_sign=is_ca, crl_sign=is_ca, **_UNUSED_KEY_USAGES
+            ),
+            critical=True,
+        )
+    )
+
+
 def new_ca(
     common_name: str,
     now: datetime.datetime | None = None,
@@ -102,28 +148,7 @@ def new_ca(
     name = _name(common_name)
     ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
     cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - CLOCK_SKEW)
-        .not_valid_after(now + validity)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        _builder(name, name, key, now, now + validity, is_ca=True)
         .add_extension(ski, critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski), critical=False
@@ -162,28 +187,7 @@ def issue_cert(
     not_after = min(now + validity, ca_cert.not_valid_after_utc)
     ca_ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
     cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name(common_name))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - CLOCK_SKEW)
-        .not_valid_after(not_after)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        _builder(_name(common_name), ca_cert.subject, key, now, not_after, is_ca=False)
         .add_extension(
             x509.ExtendedKeyUsage(
                 [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
