@@ -68,14 +68,7 @@ async def create_topic(request: web.Request) -> web.Response:
         before = rt.routing.table.topics.get(spec["name"])
         if before is None:
             down = await _unready_peers(rt)
-        await rt.in_thread(
-            rt.routing.add_topic,
-            spec["name"],
-            spec["partitions"],
-            spec["compression"],
-            spec["retention_hours"],
-            frozenset(down),
-        )
+        await rt.in_thread(rt.routing.add_topic, cfg, frozenset(down))
         created_route = before is None
     created = await rt.in_thread(store.create_topic, cfg)
     status = 201 if (created or created_route) else 200
