@@ -7,9 +7,10 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, cast
 
+from storage_node.client.client_base import ClientBase
 from storage_node.client.common import check_scheme, read_params
 from storage_node.client.consumer import Consumer
-from storage_node.client.core import Call, ClientCore, Gather, Op, Produced, Sleep, T
+from storage_node.client.core import Call, Gather, Op, Produced, Sleep, T
 from storage_node.client.fetch import FetchAnswer
 from storage_node.client.packing import columns_of, columns_of_dicts
 from storage_node.client.transport import HttpTransport
@@ -21,7 +22,7 @@ PIECE_MESSAGES = 20_000  # a long list of dicts is packed and sent in pieces thi
 SENDERS = 4  # frames of one produce call in flight at once
 
 
-class Client:
+class Client(ClientBase):
     """Talks to a msgstore cluster through any of its nodes.
 
     ``producer_id`` fixes the idempotency identity (default: random per client); every
@@ -30,48 +31,16 @@ class Client:
     nodes' internal or external addresses (``auto``: external when ``endpoint`` is one).
     """
 
-    def __init__(
-        self,
-        endpoint: str | Iterable[str],
-        token: str | None = None,
-        timeout: float = 60.0,
-        producer_id: str | None = None,
-        max_retries: int = 8,
-        binary: bool = True,
-        listener: str = "auto",
-        ca: str | None = None,
-    ) -> None:
-        # ca: CA bundle (PEM file) that node certificates must verify against; default env
-        # MSGSTORE_CA. With one, every address must be https.
-        self.core = ClientCore.build(
-            endpoint, token, producer_id, max_retries, binary, listener, ca
-        )
+    def _open(self, timeout: float) -> None:
         self.timeout = timeout
-        self.token = token
-        self._transport = HttpTransport(timeout, self.core.ca, token)
+        self._transport = HttpTransport(timeout, self.core.ca, self.token)
         self._pool: ThreadPoolExecutor | None = None
         self._pieces: ThreadPoolExecutor | None = None
 
-    # the shared state, under the names callers use
-    @property
-    def ca(self) -> str | None:
-        return self.core.ca
-
-    @property
-    def endpoints(self) -> list[str]:
-        return self.core.endpoints
-
-    @property
-    def routing(self) -> Any:
-        return self.core.routing
-
+    # more of the shared state, under the names callers use
     @property
     def sequences(self) -> Any:
         return self.core.sequences
-
-    @property
-    def producer_id(self) -> str:
-        return self.core.producer_id
 
     @property
     def max_retries(self) -> int:
