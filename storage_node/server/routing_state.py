@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from storage_node.errors import InvalidArgument, NotOwner, UnknownTopic
+from storage_node.errors import InvalidArgument, NotOwner, TopicConflict, UnknownTopic
 from storage_node.store.topics import adds_partitions
 from storage_node.wire.routing_table import (
     RoutingTable,
@@ -119,6 +119,26 @@ class RoutingState:
             self.table = table
             self.last_error = None
             return changed
+
+    def offer(self, table: RoutingTable) -> bool:
+        """Take a table handed over by the cluster's controller (faster than the shared file
+        when that file is a mounted ConfigMap); True when taken. Only a newer generation of
+        the same cluster is taken: same nodes, same manager, this node among them."""
+        if self.standalone:
+            raise TopicConflict("this node has no routing file: there is no table to replace")
+        with self._lock:
+            held = self.table
+            if table.managed_by != held.managed_by:
+                raise InvalidArgument(
+                    f"the table is managed by {table.managed_by!r}, this node's by "
+                    f"{held.managed_by!r}"
+                )
+            if [n.id for n in table.nodes] != [n.id for n in held.nodes]:
+                raise InvalidArgument("the table lists other nodes than this node's table")
+            if table.generation <= held.generation:
+                return False
+            self.table = table
+            return True
 
     def route(self, topic: str) -> TopicRoute | None:
         if self.standalone:
