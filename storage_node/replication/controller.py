@@ -76,12 +76,14 @@ class Controller:
             log.info("could not hand the routing table to %s: %s", address, exc)
 
     def step(self) -> None:
-        """Probe every node once; fail over the logs whose leader is gone too long, and
-        name a leader for a log whose named leader is (re)starting: a new cluster's logs
-        (epoch 0) and a leader that restarted, perhaps with an empty volume."""
+        """Probe every node once; fail over the logs whose leader is gone too long, name a
+        leader for a log whose named leader is (re)starting (a new cluster's logs, epoch 0,
+        and a leader that restarted, perhaps with an empty volume), and finish a failover
+        that fenced some replicas but named no leader."""
         table = self.read_table()
         now = time.monotonic()
         recovering: set[str] = set()
+        unfinished: set[str] = set()
         for node in table.nodes:
             doc = self._probe(node.address)
             self.statuses[node.id] = doc
@@ -91,14 +93,20 @@ class Controller:
                     self._offer(node.address, table)
                 for log_id, state in doc.get("logs", {}).items():
                     route = table.logs.get(log_id)
-                    if route is not None and route.leader == node.id:
-                        if state.get("role") == "recovering":
-                            recovering.add(log_id)
+                    if route is None:
+                        continue
+                    if route.leader == node.id and state.get("role") == "recovering":
+                        recovering.add(log_id)
+                    # fenced past the table's epoch by a failover that did not finish (too
+                    # few answers, or a controller that stopped midway): the fenced leader
+                    # refuses writes, so the failover must be completed
+                    if int(state.get("fenced_epoch", 0)) > route.epoch:
+                        unfinished.add(log_id)
             else:
                 self.last_ok.setdefault(node.id, now)  # counted from the first probe
         for route in table.logs.values():
             gone = now - self.last_ok.get(route.leader, now) > self.timeout_s
-            if gone or route.id in recovering:
+            if gone or route.id in recovering or route.id in unfinished:
                 self.failover(route.id)
 
     def failover(self, log_id: str) -> str | None:
