@@ -9,6 +9,8 @@ from typing import Any, cast
 import aiohttp
 
 from storage_node.client.common import TlsError, auth_headers, check_scheme, read_params
+from storage_node.client.consumer import AsyncConsumer
+from storage_node.client.consumer_state import ConsumerState
 from storage_node.client.core import Call, ClientCore, Gather, Op, Produced, Sleep, T, answer_of
 from storage_node.client.fetch import FetchAnswer
 from storage_node.client.packing import columns_of
@@ -229,6 +231,27 @@ class AsyncClient:
         return await self._run(
             self.core.fetch(topic, positions, max_messages, max_bytes, wait_ms, tag)
         )
+
+    def consumer(
+        self,
+        topic: str,
+        partitions: Iterable[int] | None = None,
+        offsets: dict[int, int] | None = None,
+        page: int = 10_000,
+        follow: bool = False,
+        wait_ms: int = 1000,
+        prefetch: bool = True,
+        ends: dict[int, int] | None = None,
+        tag: str | None = None,
+        max_bytes: int = 8 * 1024 * 1024,
+    ) -> AsyncConsumer:
+        """``Client.consumer`` for asyncio: ``async for cols in client.consumer(topic)``
+        (or ``async with`` it, which asks for the topic's offsets at once), the next fetch
+        running as a task while the caller works on this page."""
+        state = ConsumerState(
+            topic, partitions, offsets, ends, page, follow, wait_ms, tag, max_bytes
+        )
+        return AsyncConsumer(self, state, prefetch)
 
     async def lookup_key(
         self, topic: str, key: str, begin: int = 0, end: int | None = None, max_count: int = 32
