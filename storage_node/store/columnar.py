@@ -172,7 +172,8 @@ def gather(
     arr: np.ndarray, joined: memoryview, starts: np.ndarray, lens: np.ndarray
 ) -> bytes | memoryview:
     """The byte ranges ``[starts[i], starts[i] + lens[i])`` of ``joined`` (``arr`` is the
-    same bytes as an array), back to back; one range is a view, not a copy."""
+    same bytes as an array), back to back; one range is a view of ``joined``, else the
+    gathered array's own buffer (one copy in all)."""
     n = len(lens)
     if not n:
         return b""
@@ -203,12 +204,12 @@ def gather(
         # byte index), then drop each window's tail
         windows = np.lib.stride_tricks.sliding_window_view(arr, widest)[starts]
         if int(lens.min()) == widest:
-            return windows.tobytes()
-        return windows[np.arange(widest) < lens[:, None]].tobytes()
+            return windows.reshape(-1).data  # the copy the index made, not another
+        return windows[np.arange(widest) < lens[:, None]].data
     before = np.cumsum(lens) - lens
     index = np.repeat(starts - before, lens)
     index += np.arange(total, dtype=np.int64)
-    return arr[index].tobytes()
+    return arr[index].data
 
 
 @dataclass
