@@ -357,8 +357,8 @@ def fetch_chunks(log: CommitLog, rows: Rows, memo: SpanMemo) -> Fetched:
             span = memo.add(Span.of(lo, buf, where))
             got = _chunk(span, topic, rows, i)
             if got is None:
-                exc = CorruptData(f"truncated record frame at log position {p} ({where})")
-                out.ok, out.error = i, rows.corrupt(exc, i, buf, lo)
+                short = CorruptData(f"truncated record frame at log position {p} ({where})")
+                out.ok, out.error = i, rows.corrupt(short, i, buf, lo)
                 break
         chunk, error = got
         if len(chunk):
