@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -35,26 +35,10 @@ class Consumer:
     """Iterate pages of ``topic`` (see ``Client.consumer``); ``positions`` says where each
     partition continues after the pages handed out so far (what a group would commit)."""
 
-    def __init__(
-        self,
-        client: Client,
-        topic: str,
-        partitions: Iterable[int] | None,
-        offsets: dict[int, int] | None,
-        page: int,
-        follow: bool,
-        wait_ms: int,
-        prefetch: bool,
-        ends: dict[int, int] | None = None,
-        tag: str | None = None,
-        max_bytes: int = 8 * 1024 * 1024,
-    ) -> None:
-        state = ConsumerState(
-            topic, partitions, offsets, ends, page, follow, wait_ms, tag, max_bytes
-        )
+    def __init__(self, client: Client, state: ConsumerState, prefetch: bool) -> None:
         self.client = client
-        self.topic = topic
-        self.state = client._run(client.core.place_consumer(state))
+        self.topic = state.topic
+        self.state = client._run(client.core.place_consumer(state))  # bad partitions: here
         self._pool = ThreadPoolExecutor(1, "msgstore-prefetch") if prefetch else None
         self._closed = False
 
