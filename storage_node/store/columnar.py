@@ -367,11 +367,13 @@ def fetch_chunks(log: CommitLog, rows: Rows, memo: SpanMemo) -> Fetched:
         if error is not None:
             out.ok, out.error = i, error
             break
-    if out.chunks:  # the last frame, for a reader that comes back for it
+    if out.chunks:
+        # the last frame, for a reader that comes back for it (a tailing consumer): a copy,
+        # so that the log's frame cache does not hold a whole span alive
         last = out.chunks[-1]
         start = int(last.fst[-1])
-        frame = memoryview(last.span.data)[start : start + int(last.frame_size[last.fid[-1]])]
-        log.keep_frame(last.span.lo + start, frame)
+        frame = bytes(last.span.data[start : start + int(last.frame_size[last.fid[-1]])])
+        log.keep_frame(last.span.lo + start, memoryview(frame))
     return out
 
 

@@ -214,13 +214,20 @@ class Reads:
         """``read_columns`` of several partitions ({partition: offset}, None = the first
         kept), each with its own limits, sharing one ``SpanMemo``: a frame that holds rows of
         several of them is fetched and checked once (a multi-partition fetch)."""
-        memo = SpanMemo()
-        pages: dict[int, ReadBatch] = {}
+        starts: dict[int, int] = {}
+        at: dict[int, int] = {}  # where each read starts in the log
         for p, offset in offsets.items():
             _cfg, q = self.partition(topic, p)
-            start = q.first_offset if offset is None else offset
-            pages[p] = self.read_columns(topic, p, start, max_messages, max_bytes, tag, memo)
-        return pages
+            starts[p] = q.first_offset if offset is None else offset
+            inside = isinstance(starts[p], int) and q.first_offset <= starts[p] < q.next_offset
+            at[p] = q.entries(starts[p], 1)[0][0] if inside else 0
+        # the read starting first in the log fetches the spans the others then find
+        memo = SpanMemo()
+        pages = {
+            p: self.read_columns(topic, p, starts[p], max_messages, max_bytes, tag, memo)
+            for p in sorted(starts, key=at.__getitem__)
+        }
+        return {p: pages[p] for p in offsets}
 
     def _read_entry(self, pos: int, size: int, topic: str, partition: int, offset: int) -> Record:
         if size == 0:
