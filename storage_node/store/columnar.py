@@ -256,9 +256,8 @@ class SpanMemo:
 @dataclass
 class Chunk:
     """Rows of a read lying in one span, each in a checked frame: the read's row number of
-    the first, the rows (ROW_DTYPE) and their frames' starts in the span, and per frame of
-    the chunk its length, row count, store time and whether it names the topic read (``fid``: each
-    row's frame)."""
+    the first, the rows (ROW_DTYPE), their frames' starts in the span and numbers (``fid``),
+    and per frame its length, row count, store time and whether it names the topic read."""
 
     span: Span
     first: int
