@@ -10,6 +10,8 @@ import aiohttp
 
 from storage_node.client.client_base import ClientBase
 from storage_node.client.common import TlsError, auth_headers, check_scheme, read_params
+from storage_node.client.consumer import AsyncConsumer
+from storage_node.client.consumer_state import ConsumerState
 from storage_node.client.core import Call, Gather, Op, Produced, Sleep, T, answer_of
 from storage_node.client.fetch import FetchAnswer
 from storage_node.client.packing import columns_of
@@ -20,7 +22,7 @@ from storage_node.wire.batch_codec import ReadColumns
 FRAME_MESSAGES = 5000
 
 
-class AsyncClient(ClientBase):
+class AsyncClient(ClientBase[AsyncConsumer]):
     """Use as ``async with AsyncClient(endpoint) as client: ...``."""
 
     def _open(self, timeout: float) -> None:
@@ -199,6 +201,11 @@ class AsyncClient(ClientBase):
         return await self._run(
             self.core.fetch(topic, positions, max_messages, max_bytes, wait_ms, tag)
         )
+
+    def _consumer(self, state: ConsumerState, prefetch: bool) -> AsyncConsumer:
+        """``consumer`` (ClientBase) for asyncio: ``async for cols in client.consumer(t)``,
+        or ``async with`` it, which asks for the topic's offsets at once."""
+        return AsyncConsumer(self, state, prefetch)
 
     async def lookup_key(
         self, topic: str, key: str, begin: int = 0, end: int | None = None, max_count: int = 32

@@ -5,12 +5,15 @@ transport (``_open``) and the way it carries out an operation's steps."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
+from storage_node.client.consumer_state import ConsumerState
 from storage_node.client.core import ClientCore
 
+C = TypeVar("C")  # the client's consumer: ``Consumer`` or ``AsyncConsumer``
 
-class ClientBase:
+
+class ClientBase(Generic[C]):
     def __init__(
         self,
         endpoint: str | Iterable[str],
@@ -49,3 +52,32 @@ class ClientBase:
     @property
     def producer_id(self) -> str:
         return self.core.producer_id
+
+    def consumer(
+        self,
+        topic: str,
+        partitions: Iterable[int] | None = None,
+        offsets: dict[int, int] | None = None,
+        page: int = 10_000,
+        follow: bool = False,
+        wait_ms: int = 1000,
+        prefetch: bool = True,
+        ends: dict[int, int] | None = None,
+        tag: str | None = None,
+        max_bytes: int = 8 * 1024 * 1024,
+    ) -> C:
+        """An iterator of pages (``ReadColumns``; ``.batches()`` gives Arrow record batches,
+        ``.messages()`` dicts) over the topic's partitions from ``offsets`` (default: the
+        start) to ``ends`` (default: the ends when it starts; a page may run past them), the
+        next fetch on the wire while the caller works on this page; ``follow`` keeps waiting
+        for new messages (long polls of ``wait_ms``). ``page`` and ``max_bytes`` bound each
+        partition's page. The blocking client's is a ``Consumer`` (``for``), the asyncio
+        client's an ``AsyncConsumer`` (``async for``); both run one ``ConsumerState``."""
+        state = ConsumerState(
+            topic, partitions, offsets, ends, page, follow, wait_ms, tag, max_bytes
+        )
+        return self._consumer(state, prefetch)
+
+    def _consumer(self, state: ConsumerState, prefetch: bool) -> C:
+        """This client's consumer over ``state``."""
+        raise NotImplementedError

@@ -10,6 +10,7 @@ from typing import Any, cast
 from storage_node.client.client_base import ClientBase
 from storage_node.client.common import check_scheme, read_params
 from storage_node.client.consumer import Consumer
+from storage_node.client.consumer_state import ConsumerState
 from storage_node.client.core import Call, Gather, Op, Produced, Sleep, T
 from storage_node.client.fetch import FetchAnswer
 from storage_node.client.packing import columns_of, columns_of_dicts
@@ -22,7 +23,7 @@ PIECE_MESSAGES = 20_000  # a long list of dicts is packed and sent in pieces thi
 SENDERS = 4  # frames of one produce call in flight at once
 
 
-class Client(ClientBase):
+class Client(ClientBase[Consumer]):
     """Talks to a msgstore cluster through any of its nodes.
 
     ``producer_id`` fixes the idempotency identity (default: random per client); every
@@ -257,28 +258,8 @@ class Client(ClientBase):
         node; with ``wait_ms`` a node holds its answer until one of them has a message."""
         return self._run(self.core.fetch(topic, positions, max_messages, max_bytes, wait_ms, tag))
 
-    def consumer(
-        self,
-        topic: str,
-        partitions: Iterable[int] | None = None,
-        offsets: dict[int, int] | None = None,
-        page: int = 10_000,
-        follow: bool = False,
-        wait_ms: int = 1000,
-        prefetch: bool = True,
-        ends: dict[int, int] | None = None,
-        tag: str | None = None,
-        max_bytes: int = 8 * 1024 * 1024,
-    ) -> Consumer:
-        """An iterator of pages (``ReadColumns``; ``.batches()`` gives Arrow record batches,
-        ``.messages()`` dicts) over the topic's partitions from ``offsets`` (default: the
-        start) to ``ends`` (default: the ends when it starts; a page may run past them), the
-        next fetch on the wire while the caller works on this page; ``follow`` keeps waiting
-        for new messages (long polls of ``wait_ms``). ``page`` and ``max_bytes`` bound each
-        partition's page."""
-        return Consumer(
-            self, topic, partitions, offsets, page, follow, wait_ms, prefetch, ends, tag, max_bytes
-        )
+    def _consumer(self, state: ConsumerState, prefetch: bool) -> Consumer:
+        return Consumer(self, state, prefetch)
 
     def read_all(
         self, topic: str, partition: int, offset: int | None = None, page: int = 1000

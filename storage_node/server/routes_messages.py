@@ -226,16 +226,9 @@ async def fetch(request: web.Request) -> web.Response:
     binary = accepts_read_columns(request.headers.get("Accept"))
 
     def work() -> tuple[int, dict[int, ReadBatch]]:
-        ends = store.partition_offsets(topic)
-        pages: dict[int, ReadBatch] = {}
-        found = 0
-        for p, offset in positions.items():
-            start = ends[p][0] if offset is None else offset
-            pages[p] = store.read_columns(
-                topic, p, start, max_messages=max_messages, max_bytes=max_bytes, tag=tag
-            )
-            found += len(pages[p])
-        return found, pages
+        # one pass over the log for all partitions: a frame holds rows of several of them
+        pages = store.reads.fetch_columns(topic, positions, max_messages, max_bytes, tag)
+        return sum(map(len, pages.values())), pages
 
     events = [rt.append_event(topic, p) for p in positions]  # taken first, as read_partition
     found, pages = await rt.in_thread(work)
