@@ -91,25 +91,37 @@ def _name(common_name: str) -> x509.Name:
     )
 
 
-def new_ca(
-    common_name: str,
-    now: datetime.datetime | None = None,
-    validity: datetime.timedelta = datetime.timedelta(days=DEFAULT_CA_DAYS),
+def _certificate(
+    subject: x509.Name,
+    key: ec.EllipticCurvePrivateKey,
+    now: datetime.datetime,
+    not_after: datetime.datetime,
+    issuer: CertKey | None,
+    extensions: Sequence[x509.ExtensionType] = (),
 ) -> CertKey:
-    """A self-signed CA that may sign end-entity certificates only (path length 0)."""
-    now = _utc(now)
-    key = _new_key()
-    name = _name(common_name)
+    """A certificate for ``key``, signed by ``issuer`` (None: a self-signed CA, which signs
+    end-entity certificates only, path length 0, and revocation lists; an issued one only
+    signs handshakes). Critical basic constraints and key usage, then ``extensions`` and the
+    subject and authority key identifiers; valid from ``now - CLOCK_SKEW``."""
+    is_ca = issuer is None
     ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
-    cert = (
+    issuer_name, issuer_ski, signer = subject, ski, key
+    if issuer is not None:
+        issuer_cert = issuer.cert
+        issuer_name = issuer_cert.subject
+        issuer_ski = issuer_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
+        signer = _ec_key(issuer.key_pem)
+    builder = (
         x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
+        .subject_name(subject)
+        .issuer_name(issuer_name)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - CLOCK_SKEW)
-        .not_valid_after(now + validity)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .not_valid_after(not_after)
+        .add_extension(
+            x509.BasicConstraints(ca=is_ca, path_length=0 if is_ca else None), critical=True
+        )
         .add_extension(
             x509.KeyUsage(
                 digital_signature=True,
@@ -117,20 +129,38 @@ def new_ca(
                 key_encipherment=False,
                 data_encipherment=False,
                 key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
+                key_cert_sign=is_ca,
+                crl_sign=is_ca,
                 encipher_only=False,
                 decipher_only=False,
             ),
             critical=True,
         )
-        .add_extension(ski, critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski), critical=False
-        )
-        .sign(key, hashes.SHA256())
     )
+    for extension in [*extensions, ski]:
+        builder = builder.add_extension(extension, critical=False)
+    builder = builder.add_extension(
+        x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(issuer_ski), critical=False
+    )
+    cert = builder.sign(signer, hashes.SHA256())
     return CertKey(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
+
+
+def _ec_key(key_pem: bytes) -> ec.EllipticCurvePrivateKey:
+    key = serialization.load_pem_private_key(key_pem, password=None)
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise CertificateProblem("the CA key is not an EC key")
+    return key
+
+
+def new_ca(
+    common_name: str,
+    now: datetime.datetime | None = None,
+    validity: datetime.timedelta = datetime.timedelta(days=DEFAULT_CA_DAYS),
+) -> CertKey:
+    """A self-signed CA that may sign end-entity certificates only (path length 0)."""
+    now = _utc(now)
+    return _certificate(_name(common_name), _new_key(), now, now + validity, None)
 
 
 def _sans(dns_names: Sequence[str], ip_addresses: Sequence[str]) -> list[x509.GeneralName]:
@@ -155,49 +185,13 @@ def issue_cert(
         raise ValueError("a certificate needs at least one DNS name or IP address")
     now = _utc(now)
     ca_cert = ca.cert
-    ca_key = serialization.load_pem_private_key(ca.key_pem, password=None)
-    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
-        raise CertificateProblem("the CA key is not an EC key")
-    key = _new_key()
     not_after = min(now + validity, ca_cert.not_valid_after_utc)
-    ca_ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name(common_name))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - CLOCK_SKEW)
-        .not_valid_after(not_after)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(
-            x509.ExtendedKeyUsage(
-                [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.SubjectAlternativeName(_sans(dns_names, ip_addresses)), critical=False)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    return CertKey(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
+    usages = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+    extensions = [
+        x509.ExtendedKeyUsage(usages),
+        x509.SubjectAlternativeName(_sans(dns_names, ip_addresses)),
+    ]
+    return _certificate(_name(common_name), _new_key(), now, not_after, ca, extensions)
 
 
 def _cn(name: x509.Name) -> str:

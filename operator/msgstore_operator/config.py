@@ -48,6 +48,8 @@ class OperatorSettings(BaseSettings):
     cert_validity_days: int = pydantic.Field(default=90, ge=1, le=3650)
     namespace: str | None = None  # the operator's namespace, let through the NetworkPolicy
     claim_grace_s: float = pydantic.Field(default=120.0, ge=0)  # Pending claim before Degraded
+    # seconds a replicated log's leader may not answer before the controller fails it over
+    failover_timeout_s: float = pydantic.Field(default=5.0, gt=0, le=600)
 
     @property
     def default_images(self) -> tuple[str | None, str | None]:

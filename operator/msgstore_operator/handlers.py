@@ -31,7 +31,9 @@ import urllib3
 from kubernetes.client.rest import ApiException
 
 from . import API_VERSION, GROUP, KIND, PLURAL, VERSION
+from .children import Owner
 from .config import OperatorSettings, SettingsError, read_settings
+from .failover import Failovers
 from .kube import Kube
 from .reconcile import NotYet, Outcome, SpecProblem, reconcile
 from .status import DEGRADED, changed_fields, set_condition
@@ -48,6 +50,7 @@ class OperatorState:
 
     kube: Kube
     settings: OperatorSettings
+    failovers: Failovers
     # One pass at a time per store: the handlers and the status loop never interleave, and
     # each pass reads the store afresh under the lock, so a pass never applies a superseded
     # spec.
@@ -97,7 +100,15 @@ def run_pass(
             raise Retry(f"cannot read the MessageStore: {exc}", 5) from exc
         if body is None or body["metadata"].get("deletionTimestamp"):
             return None
-        return body, _reconcile_body(state, body)
+        outcome = _reconcile_body(state, body)
+        if outcome.spec is not None:
+            meta = body["metadata"]
+            owner = Owner(name=meta["name"], namespace=meta["namespace"], uid=meta["uid"])
+            state.failovers.ensure(owner, outcome.spec, state.pass_lock(namespace, name))
+            replication = state.failovers.report((namespace, name), outcome.routing)
+            if replication is not None:
+                outcome.status["replication"] = replication
+        return body, outcome
 
 
 def _reconcile_body(state: OperatorState, body: dict[str, Any]) -> Outcome:
@@ -199,7 +210,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: 
     settings.posting.enabled = False
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 60
-    state = OperatorState(await asyncio.to_thread(connect), config)
+    kube = await asyncio.to_thread(connect)
+    state = OperatorState(kube, config, Failovers(kube, config.failover_timeout_s))
     memo.state = state
     state.loop_task = asyncio.create_task(status_loop(state, stores))
 
@@ -209,6 +221,8 @@ async def stop_loop(memo: kopf.Memo, **_: Any) -> None:
     state: OperatorState | None = memo.get("state")
     if state is not None and state.loop_task is not None:
         state.loop_task.cancel()
+    if state is not None:
+        await asyncio.to_thread(state.failovers.stop_all)
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)
@@ -256,6 +270,7 @@ async def status_loop(state: OperatorState, stores: kopf.Index[tuple[str, str], 
     while True:
         await asyncio.sleep(state.settings.interval_s)
         known = list(stores)
+        state.failovers.retain(set(known))
         for namespace, name in known:
             try:
                 await asyncio.to_thread(refresh_one, state, namespace, name)

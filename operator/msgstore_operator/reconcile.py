@@ -48,6 +48,8 @@ class Outcome:
     status: dict[str, Any]
     events: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, reason, message)
     changed: list[str] = field(default_factory=list)
+    spec: StoreSpec | None = None
+    routing: dict[str, Any] = field(default_factory=dict)  # the published document
 
 
 def _owner(body: Mapping[str, Any]) -> Owner:
@@ -208,6 +210,24 @@ def _owned_by(obj: Mapping[str, Any], owner: Owner) -> bool:
     return any(ref.get("uid") == owner.uid for ref in refs)
 
 
+def _check_replication_change(spec: StoreSpec, published: routing.PublishedTable | None) -> None:
+    """A published store keeps its replication factor, and a replicated one its node count:
+    moving logs between pods is not built (a new store with the wanted shape is the way)."""
+    if published is None:
+        return
+    factor = int((published.document.get("replication") or {}).get("factor", 1))
+    if factor != spec.replication_factor:
+        raise SpecProblem(
+            f"replicationFactor cannot change on a published store (it is {factor}); "
+            "create a new MessageStore to change it"
+        )
+    if factor > 1 and spec.replicas != published.node_count:
+        raise SpecProblem(
+            f"a replicated store keeps its {published.node_count} nodes: "
+            "changing the node count of replicated logs is not supported"
+        )
+
+
 def reconcile(
     kube: Kube,
     body: Mapping[str, Any],
@@ -224,17 +244,14 @@ def reconcile(
     owner = _owner(body)
     spec = parse_spec(body.get("spec"), *default_images, defaults=defaults)
     problem = replication_problem(spec)
-    if problem is None and spec.replication_factor > 1:
-        # refused rather than served with one copy: the operator does not act as the
-        # failover controller yet (msgstore local does; docs/REPLICATION.md)
-        problem = "replicationFactor above 1 is not served by the operator yet"
     if problem is not None:
         raise SpecProblem(problem)
     generation = int(body["metadata"].get("generation") or 1)
     old_status = dict(body.get("status") or {})
-    outcome = Outcome(status={})
+    outcome = Outcome(status={}, spec=spec)
 
     published = _published(kube, owner)
+    _check_replication_change(spec, published)
     existing = published.owners if published else {}
     current = published.node_count if published else None
     replicas, blockers = effective_replicas(spec.replicas, current, existing)
@@ -243,10 +260,13 @@ def reconcile(
     except AssignmentError as exc:
         raise SpecProblem(str(exc)) from exc
     previous_topics = (published.document.get("topics") if published else None) or {}
+    previous_logs = (published.document.get("logs") if published else None) or {}
     doc = routing.build_routing_document(
-        owner.name, owner.namespace, spec, replicas, owners, 0, domain, previous_topics
-    )
+        owner.name, owner.namespace, spec, replicas, owners, 0, domain, previous_topics,
+        previous_logs,
+    )  # fmt: skip
     doc = routing.with_generation(doc, published)
+    outcome.routing = doc
 
     _check_secrets(kube, owner, spec, outcome)
     tls_problems = _ensure_tls(kube, owner, spec, replicas, domain, now, outcome)

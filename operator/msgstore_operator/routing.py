@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from storage_node.errors import MsgStoreError
-from storage_node.wire.routing_table import parse_routing
+from storage_node.wire.routing_table import check_replication, parse_routing
 
 from . import naming
 from .spec import StoreSpec
@@ -81,11 +81,15 @@ def build_routing_document(
     generation: int,
     domain: str,
     previous_topics: Mapping[str, Mapping[str, Any]] | None = None,
+    previous_logs: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The full document for ``node_count`` nodes and the given owners (ordinals).
 
     A topic that is published but no longer declared keeps its published configuration
-    (``previous_topics``): its data is still on the nodes.
+    (``previous_topics``): its data is still on the nodes. With a replication factor above 1
+    every pod's log is copied by the next ``factor - 1`` pods; its leader and epoch are the
+    failover controller's (``previous_logs``), a new log starts at epoch 0 with no leader
+    acting until the controller names one (docs/REPLICATION.md).
     """
     declared = {t.name: t for t in spec.topics}
     previous_topics = previous_topics or {}
@@ -104,13 +108,34 @@ def build_routing_document(
             ),
             "owners": [naming.pod_name(name, n) for n in parts],
         }
-    return {
+    doc: dict[str, Any] = {
         "format": 1,
         "generation": generation,
         "managed_by": "operator",
         "nodes": [_node_entry(name, namespace, spec, i, domain) for i in range(node_count)],
         "topics": topics,
     }
+    if spec.replication_factor > 1:
+        factor, min_in_sync = check_replication(spec.replication_factor, spec.min_in_sync)
+        doc["replication"] = {"factor": factor, "min_in_sync": min_in_sync}
+        doc["logs"] = replicated_logs(name, node_count, factor, previous_logs or {})
+    return doc
+
+
+def replicated_logs(
+    name: str, node_count: int, factor: int, previous: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Any]:
+    """One log per pod, named after it, copied by the next ``factor - 1`` pods."""
+    pods = [naming.pod_name(name, i) for i in range(node_count)]
+    logs: dict[str, Any] = {}
+    for k, pod in enumerate(pods):
+        old = previous.get(pod, {})
+        logs[pod] = {
+            "leader": old.get("leader", pod),
+            "epoch": int(old.get("epoch", 0)),
+            "replicas": [pods[(k + j) % node_count] for j in range(factor)],
+        }
+    return logs
 
 
 def with_generation(new_doc: dict[str, Any], previous: PublishedTable | None) -> dict[str, Any]:

@@ -14,6 +14,9 @@ set -euo pipefail
 KIND_SCRIPT_NAME=build-binaries
 # shellcheck source=scripts/kind/lib.sh
 source "$(dirname "$0")/lib.sh"
+# shellcheck source=scripts/lib/go-build.sh
+source "$KIND_REPO_ROOT/scripts/lib/go-build.sh"
+GO_BUILD_DIE=kind_die
 
 # k8snode last: it waits for (and reuses the build cache of) the control-plane build.
 ALL_COMPONENTS=(kind containerd crictl etcd coredns lpp k8snode)
@@ -49,25 +52,7 @@ all_present() {
   for c in "${COMPONENTS[@]}"; do present "$c" || return 1; done
 }
 
-if all_present; then
-  echo "kind binaries up to date in $KIND_BIN" >&2
-  echo "$KIND_BIN"
-  exit 0
-fi
-
-command -v go >/dev/null 2>&1 || kind_die "Go is not installed (need go >= 1.26 on PATH)"
-GO_MINOR=$(go env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/')
-[[ "$GO_MINOR" =~ ^[0-9]+$ && "$GO_MINOR" -ge 26 ]] || kind_die "need Go >= 1.26, found $(go env GOVERSION)"
-
-mkdir -p "$KIND_BIN" "$KIND_SRC" "$KIND_LOGS"
-# One build at a time per cache directory (parallel test runs may call this script).
-exec 9>"$KIND_ROOT/.lock"
-flock 9
-if all_present; then
-  echo "$KIND_BIN"
-  exit 0
-fi
-kind_go_env
+go_build_prepare kind "$KIND_BIN" "$KIND_ROOT" "$KIND_SRC" "$KIND_LOGS"
 
 # run_step NAME COMMAND...: runs COMMAND niced in the current directory, logs to
 # $KIND_LOGS/NAME.log, records its wall time, and explains a failure.
@@ -78,33 +63,14 @@ run_step() {
   kind_timed "$name" nice -n 10 "$@" >"$log" 2>&1 || rc=$?
   tail -n 1 "$log" >&2
   if ((rc != 0)); then
-    echo "---- last lines of $log ----" >&2
-    tail -n 40 "$log" >&2
+    go_build_log_failure "$log"
     kind_die "$name failed (full log: $log)"
   fi
 }
 
-# A throwaway module whose only job is to pin versions for `go build`.
-new_wrapper() {
-  local dir=$1 module=$2
-  rm -rf "$dir"
-  mkdir -p "$dir"
-  printf 'module %s\n\ngo 1.26.0\n' "$module" >"$dir/go.mod"
-}
-
-k8s_ldflags() {
-  local minor=${K8S_VERSION#v1.} flags="-s -w" pkg
-  minor=${minor%%.*}
-  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    flags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-    flags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-  done
-  echo "$flags"
-}
-
 build_kind() {
   local dir="$KIND_SRC/kind"
-  new_wrapper "$dir" msgstore.local/kind/kind
+  go_wrapper_module "$dir" msgstore.local/kind/kind
   cd "$dir"
   go mod edit -require="sigs.k8s.io/kind@$KIND_VERSION"
   run_step go-download-kind go list -deps sigs.k8s.io/kind
@@ -113,19 +79,13 @@ build_kind() {
 }
 
 build_k8snode() {
-  # The same wrapper as tests/integration/controlplane/build.sh: k8s.io/kubernetes points its staging
-  # modules at ./staging (v0.0.0); pin each to the published version of the same release.
-  local dir="$KIND_SRC/k8snode" kmod staging
-  new_wrapper "$dir" msgstore.local/kind/k8snode
+  # The same wrapper as tests/integration/controlplane/build.sh.
+  local dir="$KIND_SRC/k8snode"
+  go_k8s_wrapper "$dir" msgstore.local/kind/k8snode
   cd "$dir"
-  kmod=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
-  [[ -f "$kmod" ]] || kind_die "could not fetch k8s.io/kubernetes@$K8S_VERSION from the module proxy"
-  go mod edit -require="k8s.io/kubernetes@$K8S_VERSION"
-  sed -n 's#^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#\1#p' "$kmod" |
-    while read -r staging; do go mod edit -replace="$staging=$staging@${K8S_VERSION/v1./v0.}"; done
   run_step go-download-k8snode go list -deps k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubeadm \
     k8s.io/kubernetes/cmd/kube-proxy
-  run_step go-build-k8snode go build -ldflags "$(k8s_ldflags)" -o "$dir/out/" \
+  run_step go-build-k8snode go build -ldflags "$(go_k8s_ldflags)" -o "$dir/out/" \
     k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubeadm k8s.io/kubernetes/cmd/kube-proxy
   mv -f out/kubelet out/kubeadm out/kube-proxy "$KIND_BIN/"
 }
@@ -135,7 +95,7 @@ build_containerd() {
   local pkgs=(github.com/containerd/containerd/v2/cmd/containerd
     github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
     github.com/containerd/containerd/v2/cmd/ctr)
-  new_wrapper "$dir" msgstore.local/kind/containerd
+  go_wrapper_module "$dir" msgstore.local/kind/containerd
   cd "$dir"
   go mod edit -require="github.com/containerd/containerd/v2@$CONTAINERD_VERSION"
   run_step go-download-containerd go list -deps -tags "no_btrfs no_devmapper no_zfs urfave_cli_no_docs" "${pkgs[@]}"
@@ -151,7 +111,7 @@ build_crictl() {
   # while it serves github.com/kubernetes-sigs/cri-tools: require the canonical path and
   # replace it by the GitHub path (the same source tree).
   local dir="$KIND_SRC/crictl"
-  new_wrapper "$dir" msgstore.local/kind/crictl
+  go_wrapper_module "$dir" msgstore.local/kind/crictl
   cd "$dir"
   go mod edit -require="sigs.k8s.io/cri-tools@$CRICTL_VERSION" \
     -replace="sigs.k8s.io/cri-tools=github.com/kubernetes-sigs/cri-tools@$CRICTL_VERSION"
@@ -165,7 +125,7 @@ build_etcd() {
   # kubeadm v1.36 runs registry.k8s.io/etcd:3.6.8-0; tests/integration/controlplane builds v3.6.16 for the
   # test control plane, so this exact version is built here (same wrapper technique).
   local dir="$KIND_SRC/etcd"
-  new_wrapper "$dir" msgstore.local/kind/etcd
+  go_wrapper_module "$dir" msgstore.local/kind/etcd
   cd "$dir"
   go mod edit -require="go.etcd.io/etcd/server/v3@$ETCD_VERSION"
   run_step go-download-etcd go list -deps go.etcd.io/etcd/server/v3
@@ -175,7 +135,7 @@ build_etcd() {
 
 build_coredns() {
   local dir="$KIND_SRC/coredns"
-  new_wrapper "$dir" msgstore.local/kind/coredns
+  go_wrapper_module "$dir" msgstore.local/kind/coredns
   cd "$dir"
   go mod edit -require="github.com/coredns/coredns@$COREDNS_VERSION"
   run_step go-download-coredns go list -deps github.com/coredns/coredns
@@ -186,7 +146,7 @@ build_coredns() {
 
 build_lpp() {
   local dir="$KIND_SRC/lpp"
-  new_wrapper "$dir" msgstore.local/kind/lpp
+  go_wrapper_module "$dir" msgstore.local/kind/lpp
   cd "$dir"
   go mod edit -require="github.com/rancher/local-path-provisioner@$LPP_VERSION"
   run_step go-download-lpp go list -deps github.com/rancher/local-path-provisioner

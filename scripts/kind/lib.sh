@@ -64,15 +64,6 @@ kind_lacks_sys_resource() {
   (((0x$bnd >> 24 & 1) == 0))
 }
 
-# The same Go settings as tests/integration/controlplane/build.sh, so both share one build cache.
-kind_go_env() {
-  export GOTOOLCHAIN=local
-  export GOFLAGS="-trimpath -mod=mod -buildvcs=false"
-  export CGO_ENABLED=0
-  export GOPROXY="${GOPROXY:-https://proxy.golang.org}"
-  unset GOBIN
-}
-
 # The project's control-plane binaries (kubectl, kube-apiserver, ...), built when missing.
 kind_cp_bin() {
   local cp_build="$KIND_REPO_ROOT/tests/integration/controlplane/build.sh" dir

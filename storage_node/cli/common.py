@@ -39,6 +39,23 @@ def connection_parent() -> argparse.ArgumentParser:
     return parent
 
 
+def topic_command(
+    sub: Any, parent: argparse.ArgumentParser, name: str, summary: str, doc: str | None, topic: str
+) -> argparse.ArgumentParser:
+    """The parser of a subcommand that streams one topic (``produce``, ``consume``): the
+    connection options, ``summary`` in the command list, its module's ``doc`` as the
+    description (kept as written) and the topic argument, ``topic`` saying what it is for."""
+    p = sub.add_parser(
+        name,
+        parents=[parent],
+        help=summary,
+        description=doc,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("topic", help=topic)
+    return p
+
+
 def client_of(args: argparse.Namespace) -> Any:
     """The blocking client for the connection options in ``args`` (imported on use: the
     commands that need no cluster do not pay for it)."""

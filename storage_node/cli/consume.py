@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from storage_node.cli.common import silence_stdout
+from storage_node.cli.common import silence_stdout, topic_command
 from storage_node.errors import InvalidArgument, MsgStoreError, Unavailable
 from storage_node.wire.batch_codec import ReadColumns
+from storage_node.wire.message_json import value_json
 
 PAGE = 1000
 LONG_POLL_MS = 10_000
@@ -168,11 +169,7 @@ def json_rows(topic: str, cols: ReadColumns) -> list[dict[str, Any]]:
     ``value_base64``), the form the output formats print."""
     rows = cols.to_rows(topic)
     for row in rows:
-        raw = row.pop("value")
-        try:
-            row["value"] = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            row["value_base64"] = base64.b64encode(raw).decode("ascii")
+        row.update(value_json(row.pop("value")))
     return rows
 
 
@@ -457,14 +454,8 @@ def cmd_consume(args: argparse.Namespace) -> int:
 
 
 def register_consume(sub: Any, parent: argparse.ArgumentParser) -> None:
-    c = sub.add_parser(
-        "consume",
-        parents=[parent],
-        help="print messages (JSON lines, raw values or a template)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    c.add_argument("topic", help="topic to read")
+    summary = "print messages (JSON lines, raw values or a template)"
+    c = topic_command(sub, parent, "consume", summary, __doc__, "topic to read")
     c.add_argument(
         "--group",
         "-G",

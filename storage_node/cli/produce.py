@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
-from storage_node.cli.common import silence_stdout
+from storage_node.cli.common import silence_stdout, topic_command
 from storage_node.client.common import OutMessage
 from storage_node.errors import MsgStoreError
 
@@ -488,14 +488,8 @@ def _produce_loop(
 
 
 def register_produce(sub: Any, parent: argparse.ArgumentParser) -> None:
-    p = sub.add_parser(
-        "produce",
-        parents=[parent],
-        help="send lines from stdin or a file, one message per line",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("topic", help="topic to append to")
+    summary = "send lines from stdin or a file, one message per line"
+    p = topic_command(sub, parent, "produce", summary, __doc__, "topic to append to")
     p.add_argument("--file", help="read this file instead of stdin")
     p.add_argument(
         "--input",

@@ -8,8 +8,11 @@ from typing import Any, cast
 
 import aiohttp
 
+from storage_node.client.client_base import ClientBase
 from storage_node.client.common import TlsError, auth_headers, check_scheme, read_params
-from storage_node.client.core import Call, ClientCore, Gather, Op, Produced, Sleep, T, answer_of
+from storage_node.client.consumer import AsyncConsumer
+from storage_node.client.consumer_state import ConsumerState
+from storage_node.client.core import Call, Gather, Op, Produced, Sleep, T, answer_of
 from storage_node.client.fetch import FetchAnswer
 from storage_node.client.packing import columns_of
 from storage_node.errors import MsgStoreError, Unavailable
@@ -19,43 +22,12 @@ from storage_node.wire.batch_codec import ReadColumns
 FRAME_MESSAGES = 5000
 
 
-class AsyncClient:
+class AsyncClient(ClientBase[AsyncConsumer]):
     """Use as ``async with AsyncClient(endpoint) as client: ...``."""
 
-    def __init__(
-        self,
-        endpoint: str | Iterable[str],
-        token: str | None = None,
-        timeout: float = 60.0,
-        producer_id: str | None = None,
-        max_retries: int = 8,
-        binary: bool = True,
-        listener: str = "auto",
-        ca: str | None = None,
-    ) -> None:
-        # ca: as for Client (default env MSGSTORE_CA); with one, every address must be https.
-        self.core = ClientCore.build(
-            endpoint, token, producer_id, max_retries, binary, listener, ca
-        )
-        self.token = token
+    def _open(self, timeout: float) -> None:
         self.timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
-
-    @property
-    def ca(self) -> str | None:
-        return self.core.ca
-
-    @property
-    def endpoints(self) -> list[str]:
-        return self.core.endpoints
-
-    @property
-    def routing(self) -> Any:
-        return self.core.routing
-
-    @property
-    def producer_id(self) -> str:
-        return self.core.producer_id
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -229,6 +201,11 @@ class AsyncClient:
         return await self._run(
             self.core.fetch(topic, positions, max_messages, max_bytes, wait_ms, tag)
         )
+
+    def _consumer(self, state: ConsumerState, prefetch: bool) -> AsyncConsumer:
+        """``consumer`` (ClientBase) for asyncio: ``async for cols in client.consumer(t)``,
+        or ``async with`` it, which asks for the topic's offsets at once."""
+        return AsyncConsumer(self, state, prefetch)
 
     async def lookup_key(
         self, topic: str, key: str, begin: int = 0, end: int | None = None, max_count: int = 32

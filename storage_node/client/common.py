@@ -25,6 +25,7 @@ from storage_node.wire.batch_codec import (
     decode_read_answer,
     encode_batch,
 )
+from storage_node.wire.message_json import value_json
 from storage_node.wire.routing_table import RoutingTable, parse_routing
 
 RETRY_STATUSES = {500, 502, 503, 504}
@@ -317,11 +318,7 @@ def encode_sub_batch(batch: SubBatch, producer_id: str, binary: bool = True) -> 
 
     items = []
     for m in ms:
-        item: dict[str, Any] = {}
-        try:
-            item["value"] = m.value.decode("utf-8")
-        except UnicodeDecodeError:
-            item["value_base64"] = base64.b64encode(m.value).decode("ascii")
+        item: dict[str, Any] = value_json(m.value)
         for name in ("key", "tag", "msg_id", "timestamp", "partition"):
             v = getattr(m, name)
             if v is not None:

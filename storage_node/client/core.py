@@ -38,6 +38,7 @@ from storage_node.client.common import (
     results_from_answer,
     to_out_message,
 )
+from storage_node.client.consumer_state import ConsumerState
 from storage_node.client.fetch import FetchAnswer, decode_fetch_answer, fetch_path, fetch_request
 from storage_node.client.packing import Columns, frame_sub_batch, plan_column_batches
 from storage_node.errors import Fenced, MsgStoreError, NotOwner, Unavailable
@@ -546,6 +547,26 @@ class ClientCore:
                     raise
                 yield Sleep(self.retry.delay(attempt))
         raise Unavailable(f"no answer from {address}")
+
+    def place_consumer(self, state: ConsumerState) -> Op[ConsumerState]:
+        """A consumer's start: the topic's partition offsets when its range is not given."""
+        if not state.placed:
+            info = yield from self.describe_topic(state.topic)
+            state.place({p["partition"]: p for p in info["partition_offsets"]})
+        return state
+
+    def consume(self, state: ConsumerState) -> Op[FetchAnswer | None]:
+        """A consumer's next fetch (None: every range is read), its positions moved on."""
+        ask = state.next_fetch()
+        if ask is None:
+            return None
+        wanted, page = ask
+        wait_ms = state.wait_ms if state.follow else None
+        answer = yield from self.fetch(
+            state.topic, wanted, page, state.max_bytes, wait_ms, state.tag
+        )
+        state.fetched(answer)
+        return answer
 
     def lookup_key(self, topic: str, key: str, params: dict[str, Any]) -> Op[dict[str, Any]]:
         return (yield from self.any_node("GET", key_path(topic, key), params=params))

@@ -7,9 +7,11 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, cast
 
+from storage_node.client.client_base import ClientBase
 from storage_node.client.common import check_scheme, read_params
 from storage_node.client.consumer import Consumer
-from storage_node.client.core import Call, ClientCore, Gather, Op, Produced, Sleep, T
+from storage_node.client.consumer_state import ConsumerState
+from storage_node.client.core import Call, Gather, Op, Produced, Sleep, T
 from storage_node.client.fetch import FetchAnswer
 from storage_node.client.packing import columns_of, columns_of_dicts
 from storage_node.client.transport import HttpTransport
@@ -21,7 +23,7 @@ PIECE_MESSAGES = 20_000  # a long list of dicts is packed and sent in pieces thi
 SENDERS = 4  # frames of one produce call in flight at once
 
 
-class Client:
+class Client(ClientBase[Consumer]):
     """Talks to a msgstore cluster through any of its nodes.
 
     ``producer_id`` fixes the idempotency identity (default: random per client); every
@@ -30,48 +32,16 @@ class Client:
     nodes' internal or external addresses (``auto``: external when ``endpoint`` is one).
     """
 
-    def __init__(
-        self,
-        endpoint: str | Iterable[str],
-        token: str | None = None,
-        timeout: float = 60.0,
-        producer_id: str | None = None,
-        max_retries: int = 8,
-        binary: bool = True,
-        listener: str = "auto",
-        ca: str | None = None,
-    ) -> None:
-        # ca: CA bundle (PEM file) that node certificates must verify against; default env
-        # MSGSTORE_CA. With one, every address must be https.
-        self.core = ClientCore.build(
-            endpoint, token, producer_id, max_retries, binary, listener, ca
-        )
+    def _open(self, timeout: float) -> None:
         self.timeout = timeout
-        self.token = token
-        self._transport = HttpTransport(timeout, self.core.ca, token)
+        self._transport = HttpTransport(timeout, self.core.ca, self.token)
         self._pool: ThreadPoolExecutor | None = None
         self._pieces: ThreadPoolExecutor | None = None
 
-    # the shared state, under the names callers use
-    @property
-    def ca(self) -> str | None:
-        return self.core.ca
-
-    @property
-    def endpoints(self) -> list[str]:
-        return self.core.endpoints
-
-    @property
-    def routing(self) -> Any:
-        return self.core.routing
-
+    # more of the shared state, under the names callers use
     @property
     def sequences(self) -> Any:
         return self.core.sequences
-
-    @property
-    def producer_id(self) -> str:
-        return self.core.producer_id
 
     @property
     def max_retries(self) -> int:
@@ -288,28 +258,8 @@ class Client:
         node; with ``wait_ms`` a node holds its answer until one of them has a message."""
         return self._run(self.core.fetch(topic, positions, max_messages, max_bytes, wait_ms, tag))
 
-    def consumer(
-        self,
-        topic: str,
-        partitions: Iterable[int] | None = None,
-        offsets: dict[int, int] | None = None,
-        page: int = 10_000,
-        follow: bool = False,
-        wait_ms: int = 1000,
-        prefetch: bool = True,
-        ends: dict[int, int] | None = None,
-        tag: str | None = None,
-        max_bytes: int = 8 * 1024 * 1024,
-    ) -> Consumer:
-        """An iterator of pages (``ReadColumns``; ``.batches()`` gives Arrow record batches,
-        ``.messages()`` dicts) over the topic's partitions from ``offsets`` (default: the
-        start) to ``ends`` (default: the ends when it starts; a page may run past them), the
-        next fetch on the wire while the caller works on this page; ``follow`` keeps waiting
-        for new messages (long polls of ``wait_ms``). ``page`` and ``max_bytes`` bound each
-        partition's page."""
-        return Consumer(
-            self, topic, partitions, offsets, page, follow, wait_ms, prefetch, ends, tag, max_bytes
-        )
+    def _consumer(self, state: ConsumerState, prefetch: bool) -> Consumer:
+        return Consumer(self, state, prefetch)
 
     def read_all(
         self, topic: str, partition: int, offset: int | None = None, page: int = 1000

@@ -59,6 +59,14 @@ ROW_DTYPE = np.dtype(
     ]
 )  # fmt: skip
 ROW = ROW_DTYPE.itemsize  # 48
+FRAME_DTYPE = np.dtype(
+    [
+        ("size", "<u4"), ("crc", "<u4"), ("magic", "u1"), ("flags", "u1"), ("count", "<u2"),
+        ("tlen", "u1"), ("plen", "u1"), ("reserved", "<u2"), ("store_ms", "<i8"),
+        ("sequence", "<u8"),
+    ]
+)  # fmt: skip
+assert FRAME_DTYPE.itemsize == FRAME.size  # the frame header as an array record
 ROW_STRUCT = struct.Struct("<HHBBHHHQqIIIII")
 assert ROW_STRUCT.size == ROW
 # One frame is what a single read fetches and checks: small frames keep point reads cheap,

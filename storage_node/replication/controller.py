@@ -45,6 +45,8 @@ class Controller:
         self.last_ok: dict[str, float] = {}
         self.session = requests.Session()
         self.failovers: list[dict[str, Any]] = []
+        # each node's last replication status (None: it did not answer), for reports
+        self.statuses: dict[str, dict[str, Any] | None] = {}
 
     def _probe(self, address: str) -> dict[str, Any] | None:
         """The node's replication status, None when it does not answer."""
@@ -59,27 +61,52 @@ class Controller:
         except (requests.RequestException, ValueError):
             return None
 
+    def _offer(self, address: str, table: RoutingTable) -> None:
+        """Hand a node the table at once (a node also reloads the shared file or ConfigMap
+        by itself, which may take a while: a mounted ConfigMap follows the kubelet's sync)."""
+        try:
+            self.session.put(
+                address + "/v1/replication/routing",
+                json=table.to_json(),
+                headers=self.headers,
+                timeout=2.0,
+                verify=self.verify,
+            )
+        except requests.RequestException as exc:
+            log.info("could not hand the routing table to %s: %s", address, exc)
+
     def step(self) -> None:
-        """Probe every node once; fail over the logs whose leader is gone too long, and
-        name a leader for a log whose named leader is (re)starting: a new cluster's logs
-        (epoch 0) and a leader that restarted, perhaps with an empty volume."""
+        """Probe every node once; fail over the logs whose leader is gone too long, name a
+        leader for a log whose named leader is (re)starting (a new cluster's logs, epoch 0,
+        and a leader that restarted, perhaps with an empty volume), and finish a failover
+        that fenced some replicas but named no leader."""
         table = self.read_table()
         now = time.monotonic()
         recovering: set[str] = set()
+        unfinished: set[str] = set()
         for node in table.nodes:
             doc = self._probe(node.address)
+            self.statuses[node.id] = doc
             if doc is not None:
                 self.last_ok[node.id] = now
+                if int(doc.get("generation", table.generation)) < table.generation:
+                    self._offer(node.address, table)
                 for log_id, state in doc.get("logs", {}).items():
                     route = table.logs.get(log_id)
-                    if route is not None and route.leader == node.id:
-                        if state.get("role") == "recovering":
-                            recovering.add(log_id)
+                    if route is None:
+                        continue
+                    if route.leader == node.id and state.get("role") == "recovering":
+                        recovering.add(log_id)
+                    # fenced past the table's epoch by a failover that did not finish (too
+                    # few answers, or a controller that stopped midway): the fenced leader
+                    # refuses writes, so the failover must be completed
+                    if int(state.get("fenced_epoch", 0)) > route.epoch:
+                        unfinished.add(log_id)
             else:
                 self.last_ok.setdefault(node.id, now)  # counted from the first probe
         for route in table.logs.values():
             gone = now - self.last_ok.get(route.leader, now) > self.timeout_s
-            if gone or route.id in recovering:
+            if gone or route.id in recovering or route.id in unfinished:
                 self.failover(route.id)
 
     def failover(self, log_id: str) -> str | None:
@@ -128,7 +155,10 @@ class Controller:
             logs[log_id] = LogRoute(log_id, chosen, epoch, now.replicas)
             return current.with_logs(logs)
 
-        self.update_table(promote)
+        new_table = self.update_table(promote)
+        for node in new_table.nodes:  # not to the nodes known not to answer (they wait)
+            if node.id not in self.statuses or self.statuses[node.id] is not None:
+                self._offer(node.address, new_table)
         record = {
             "log": log_id,
             "old_leader": route.leader,

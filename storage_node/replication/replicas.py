@@ -75,6 +75,7 @@ class HostedLog:
             "log_start": log_.start_pos,
             "log_end": log_.end,
             "durable_end": log_.durable_end,
+            "fenced_epoch": self.fenced_epoch,  # above ``epoch``: a failover is under way
         }
         if self.tracker is not None:
             followers = self.tracker.status(log_.durable_end)

@@ -413,6 +413,23 @@ class Routing(Answer):
     )
 
 
+class RoutingOffer(BaseModel):
+    """A routing document (docs/ROUTING.md) as the controller publishes it; checked by the
+    routing table's own parser, so fields beyond these pass through to it."""
+
+    model_config = ConfigDict(extra="allow")
+
+    format: Literal[1]
+    generation: int
+    managed_by: Literal["local", "operator"]
+    nodes: list[RoutingNode]
+
+
+class RoutingTaken(Answer):
+    generation: int
+    taken: bool
+
+
 class FileInfo(Answer):
     kind: Literal["segment", "key_index"]
     state: Literal["unsealed", "sealed", "compacted", "uploaded"]

@@ -464,6 +464,14 @@ ROUTES: tuple[Route, ...] = (
         params=(_name("log", "path", "replicated log id"),),
     ),
     Route(
+        "put",
+        "/v1/replication/routing",
+        "(controller) a newer routing table of this cluster, taken at once",
+        {"200": Reply("the generation in force", m.RoutingTaken)},
+        ("400", "409", "413", *WRITE_AUTH),
+        body=m.RoutingOffer,
+    ),
+    Route(
         "get",
         "/v1/replication/status",
         "roles, epochs, lag and in-sync replicas of the logs held here",

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
-
 from aiohttp import web
 
 from storage_node.errors import InvalidArgument
 from storage_node.server.api_models import OffsetCommit, parse
 from storage_node.server.app_keys import runtime_of
 from storage_node.server.params import group_param, json_body, scope_param
+from storage_node.server.peer_fanout import peer_documents
 from storage_node.server.routes_topics import get_topic_config
 from storage_node.wire.routing_table import check_topic_name
 
@@ -50,17 +48,10 @@ async def committed_offsets(request: web.Request) -> web.Response:
         params = {"scope": "local"}
         if topic:
             params["topic"] = topic
-        peers = rt.routing.peers()
-        answers: list[Any] = await asyncio.gather(
-            *(rt.peer_get(addr, request.rel_url.raw_path, params) for _, addr in peers),
-            return_exceptions=True,
-        )
-        for (peer_id, _), answer in zip(peers, answers, strict=True):
-            if isinstance(answer, BaseException):
-                unreachable.append(peer_id)
-            elif answer is not None:
-                for t, parts in answer["offsets"].items():
-                    offsets.setdefault(t, {}).update(parts)
+        answers, unreachable = await peer_documents(rt, request.rel_url.raw_path, params)
+        for answer in answers:
+            for t, parts in answer["offsets"].items():
+                offsets.setdefault(t, {}).update(parts)
     return web.json_response({"group": group, "offsets": offsets, "unreachable_nodes": unreachable})
 
 
@@ -71,16 +62,9 @@ async def list_groups(request: web.Request) -> web.Response:
     groups = set(await rt.in_thread(store.consumer_groups))
     unreachable: list[str] = []
     if scope == "cluster":
-        peers = rt.routing.peers()
-        answers: list[Any] = await asyncio.gather(
-            *(rt.peer_get(addr, "/v1/consumer-groups", {"scope": "local"}) for _, addr in peers),
-            return_exceptions=True,
-        )
-        for (peer_id, _), answer in zip(peers, answers, strict=True):
-            if isinstance(answer, BaseException):
-                unreachable.append(peer_id)
-            elif answer is not None:
-                groups.update(answer["groups"])
+        answers, unreachable = await peer_documents(rt, "/v1/consumer-groups", {"scope": "local"})
+        for answer in answers:
+            groups.update(answer["groups"])
     return web.json_response({"groups": sorted(groups), "unreachable_nodes": unreachable})
 
 

@@ -18,6 +18,7 @@ from storage_node.server.api_models import FetchRequest, parse
 from storage_node.server.app_keys import metrics_of, runtime_of
 from storage_node.server.json_batch import decode_json_batch
 from storage_node.server.params import json_body, path_int, query_int, scope_param, topic_param
+from storage_node.server.peer_fanout import peer_documents
 from storage_node.server.routes_topics import get_topic_config
 from storage_node.server.runtime import NodeRuntime
 from storage_node.store import Message, PackedBatch
@@ -225,16 +226,9 @@ async def fetch(request: web.Request) -> web.Response:
     binary = accepts_read_columns(request.headers.get("Accept"))
 
     def work() -> tuple[int, dict[int, ReadBatch]]:
-        ends = store.partition_offsets(topic)
-        pages: dict[int, ReadBatch] = {}
-        found = 0
-        for p, offset in positions.items():
-            start = ends[p][0] if offset is None else offset
-            pages[p] = store.read_columns(
-                topic, p, start, max_messages=max_messages, max_bytes=max_bytes, tag=tag
-            )
-            found += len(pages[p])
-        return found, pages
+        # one pass over the log for all partitions: a frame holds rows of several of them
+        pages = store.reads.fetch_columns(topic, positions, max_messages, max_bytes, tag)
+        return sum(map(len, pages.values())), pages
 
     events = [rt.append_event(topic, p) for p in positions]  # taken first, as read_partition
     found, pages = await rt.in_thread(work)
@@ -359,17 +353,10 @@ async def lookup_key(request: web.Request) -> web.Response:
     unreachable: list[str] = []
     if scope == "cluster":
         params = {"scope": "local", "begin": str(begin), "end": str(end), "max": str(max_count)}
-        peers = rt.routing.peers()
-        answers = await asyncio.gather(
-            *(rt.peer_get(addr, request.rel_url.raw_path, params) for _, addr in peers),
-            return_exceptions=True,
-        )
-        for (peer_id, _), answer in zip(peers, answers, strict=True):
-            if isinstance(answer, BaseException):
-                unreachable.append(peer_id)
-            elif answer is not None:
-                messages.extend(_message_from_json(m) for m in answer["messages"])
-                limit_reached = limit_reached or bool(answer.get("limit_reached"))
+        answers, unreachable = await peer_documents(rt, request.rel_url.raw_path, params)
+        for answer in answers:
+            messages.extend(_message_from_json(m) for m in answer["messages"])
+            limit_reached = limit_reached or bool(answer.get("limit_reached"))
     messages.sort(key=_newest_first, reverse=True)
     if len(messages) > max_count:
         messages = messages[:max_count]
@@ -399,14 +386,7 @@ async def get_message(request: web.Request) -> web.Response:
             pass
     if scope == "local":
         raise NotFound(f"no message with ID {msg_id!r}", msg_id=msg_id)
-    peers = rt.routing.peers()
-    answers = await asyncio.gather(
-        *(rt.peer_get(addr, request.rel_url.raw_path, {"scope": "local"}) for _, addr in peers),
-        return_exceptions=True,
-    )
-    unreachable = [
-        pid for (pid, _), a in zip(peers, answers, strict=True) if isinstance(a, BaseException)
-    ]
+    answers, unreachable = await peer_documents(rt, request.rel_url.raw_path, {"scope": "local"})
     for answer in answers:
         if isinstance(answer, dict):
             return web.json_response(answer)

@@ -19,7 +19,8 @@ from storage_node.replication import shipping
 from storage_node.replication.epochs import check_epoch
 from storage_node.replication.replicas import LogHost, topic_configs
 from storage_node.server.app_keys import runtime_of
-from storage_node.server.params import query_int
+from storage_node.server.params import json_body, query_int
+from storage_node.wire.routing_table import parse_routing
 
 MAX_WAIT_MS = 10_000
 
@@ -119,9 +120,20 @@ async def fence(request: web.Request) -> web.Response:
 
 async def status(request: web.Request) -> web.Response:
     rt = runtime_of(request)
+    generation = rt.routing.table.generation
     if rt.replicas is None:  # not replicated: nothing to report, which is no error
-        return web.json_response({"node": rt.settings.node_id, "logs": {}, "under_replicated": []})
-    return web.json_response(rt.replicas.status())
+        doc = {"node": rt.settings.node_id, "logs": {}, "under_replicated": []}
+    else:
+        doc = rt.replicas.status()
+    return web.json_response({**doc, "generation": generation})
+
+
+async def offer_routing(request: web.Request) -> web.Response:
+    """The controller hands over a newer routing table (the node's watcher acts on it)."""
+    rt = runtime_of(request)
+    table = parse_routing(await json_body(request))
+    taken = rt.routing.offer(table)
+    return web.json_response({"generation": rt.routing.table.generation, "taken": taken})
 
 
 def register(app: web.Application) -> None:
@@ -129,3 +141,4 @@ def register(app: web.Application) -> None:
     app.router.add_get("/v1/replication/logs/{log}/epoch-end", epoch_end)
     app.router.add_post("/v1/replication/logs/{log}/fence", fence)
     app.router.add_get("/v1/replication/status", status)
+    app.router.add_put("/v1/replication/routing", offer_routing)

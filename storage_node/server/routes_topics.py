@@ -18,6 +18,7 @@ from storage_node.errors import MsgStoreError, UnknownTopic
 from storage_node.server.api_models import TopicPartitions, TopicSpec, parse
 from storage_node.server.app_keys import runtime_of
 from storage_node.server.params import json_body, scope_param, topic_param
+from storage_node.server.peer_fanout import ask_peers, failure_reason
 from storage_node.server.runtime import NodeRuntime
 from storage_node.wire.message_json import topic_config_to_json
 
@@ -67,14 +68,7 @@ async def create_topic(request: web.Request) -> web.Response:
         before = rt.routing.table.topics.get(spec["name"])
         if before is None:
             down = await _unready_peers(rt)
-        await rt.in_thread(
-            rt.routing.add_topic,
-            spec["name"],
-            spec["partitions"],
-            spec["compression"],
-            spec["retention_hours"],
-            frozenset(down),
-        )
+        await rt.in_thread(rt.routing.add_topic, cfg, frozenset(down))
         created_route = before is None
     created = await rt.in_thread(store.create_topic, cfg)
     status = 201 if (created or created_route) else 200
@@ -87,17 +81,8 @@ async def create_topic(request: web.Request) -> web.Response:
 async def _unready_peers(rt: NodeRuntime) -> dict[str, str]:
     """Peers that are not ready now, with the reason: a new topic's partitions go to the
     others, so no partition starts out unreachable."""
-    peers = rt.routing.peers()
-    answers = await asyncio.gather(
-        *(rt.peer_get(address, "/readyz", {}) for _, address in peers), return_exceptions=True
-    )
-    down = {}
-    for (peer_id, _), answer in zip(peers, answers, strict=True):
-        if isinstance(answer, MsgStoreError):
-            down[peer_id] = answer.message
-        elif isinstance(answer, BaseException):
-            down[peer_id] = f"{type(answer).__name__}: {answer}"
-    return down
+    answers = await ask_peers(rt, "GET", "/readyz", {})
+    return {pid: failure_reason(a) for pid, a in answers if isinstance(a, BaseException)}
 
 
 async def list_topics(request: web.Request) -> web.Response:
@@ -169,18 +154,11 @@ async def _each_peer(
 ) -> tuple[frozenset[str], dict[str, str]]:
     """Send the ``scope=local`` form of a topic change to every peer: the ids that did it
     (a 404, nothing to do there, counts as done) and, per peer that did not, why."""
-    peers = rt.routing.peers()
-    answers = await asyncio.gather(
-        *(rt.peer_call(method, address, path, {"scope": "local"}, body) for _, address in peers),
-        return_exceptions=True,
-    )
     done: set[str] = set()
     failed: dict[str, str] = {}
-    for (peer_id, _), answer in zip(peers, answers, strict=True):
-        if isinstance(answer, MsgStoreError):
-            failed[peer_id] = answer.message
-        elif isinstance(answer, BaseException):
-            failed[peer_id] = f"{type(answer).__name__}: {answer}"
+    for peer_id, answer in await ask_peers(rt, method, path, {"scope": "local"}, body):
+        if isinstance(answer, BaseException):
+            failed[peer_id] = failure_reason(answer)
         else:
             done.add(peer_id)
     return frozenset(done), failed

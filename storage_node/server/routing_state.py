@@ -13,15 +13,19 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from storage_node.errors import InvalidArgument, NotOwner, TopicConflict, UnknownTopic
+from storage_node.store.topics import adds_partitions
 from storage_node.wire.routing_table import (
     RoutingTable,
     TopicRoute,
     parse_routing,
     standalone_table,
 )
+
+if TYPE_CHECKING:
+    from storage_node.store.types import TopicConfig
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +120,26 @@ class RoutingState:
             self.last_error = None
             return changed
 
+    def offer(self, table: RoutingTable) -> bool:
+        """Take a table handed over by the cluster's controller (faster than the shared file
+        when that file is a mounted ConfigMap); True when taken. Only a newer generation of
+        the same cluster is taken: same nodes, same manager, this node among them."""
+        if self.standalone:
+            raise TopicConflict("this node has no routing file: there is no table to replace")
+        with self._lock:
+            held = self.table
+            if table.managed_by != held.managed_by:
+                raise InvalidArgument(
+                    f"the table is managed by {table.managed_by!r}, this node's by "
+                    f"{held.managed_by!r}"
+                )
+            if [n.id for n in table.nodes] != [n.id for n in held.nodes]:
+                raise InvalidArgument("the table lists other nodes than this node's table")
+            if table.generation <= held.generation:
+                return False
+            self.table = table
+            return True
+
     def route(self, topic: str) -> TopicRoute | None:
         if self.standalone:
             return None
@@ -185,13 +209,6 @@ class RoutingState:
         self.refresh_if_changed()
         return table
 
-    @staticmethod
-    def _check_managed(table: RoutingTable, what: str) -> None:
-        if table.managed_by != "local":
-            raise TopicConflict(
-                f"topics of this cluster are managed by the {table.managed_by}; {what} there"
-            )
-
     def remove_topic(self, name: str) -> RoutingTable:
         """Delete a topic from a ``local``-managed file; every node is marked as still
         having to delete its copy (``deletion_done`` clears them)."""
@@ -199,7 +216,7 @@ class RoutingState:
         def change(table: RoutingTable) -> RoutingTable:
             if name not in table.topics:
                 raise UnknownTopic(f"unknown topic {name!r}", topic=name)
-            self._check_managed(table, f"remove {name!r}")
+            table.check_managed(f"remove {name!r}")
             return table.without_topic(name)
 
         return self._update(change)
@@ -219,66 +236,13 @@ class RoutingState:
             route = table.topics.get(name)
             if route is None:
                 raise UnknownTopic(f"unknown topic {name!r}", topic=name)
-            if partitions < route.partitions:
-                raise InvalidArgument(
-                    f"topic {name!r} has {route.partitions} partitions; partitions can only "
-                    f"be added, not removed (asked for {partitions})",
-                    topic=name,
-                    partitions=route.partitions,
-                )
-            if partitions == route.partitions:
+            if not adds_partitions(name, route.partitions, partitions):
                 return None
-            self._check_managed(table, f"change {name!r}")
+            table.check_managed(f"change {name!r}")
             return table.with_partitions(name, partitions, exclude)
 
         return self._update(change).topics[name]
 
-    def add_topic(
-        self,
-        name: str,
-        partitions: int,
-        compression: str,
-        retention_hours: float,
-        exclude: frozenset[str] = frozenset(),
-    ) -> TopicRoute:
+    def add_topic(self, cfg: TopicConfig, exclude: frozenset[str] = frozenset()) -> TopicRoute:
         """Add a topic to a ``local``-managed file under an exclusive lock (idempotent)."""
-        assert self.path
-        wanted = {
-            "partitions": partitions,
-            "compression": compression,
-            "retention_hours": float(retention_hours),
-        }
-        with open(self.path + ".lock", "a+") as lock_fh:
-            fcntl.flock(lock_fh, fcntl.LOCK_EX)
-            try:
-                table = read_routing_file(self.path)
-                existing = table.topics.get(name)
-                if existing is not None:
-                    if existing.config_dict() != wanted:
-                        raise TopicConflict(
-                            f"topic {name!r} exists with another configuration",
-                            existing=existing.config_dict(),
-                        )
-                    route = existing
-                else:
-                    pending = table.pending_deletions().get(name)
-                    if pending:
-                        raise TopicConflict(
-                            f"topic {name!r} was deleted but nodes {', '.join(pending)} have not "
-                            "deleted their copy yet (down?); start them, then create it again",
-                            pending_nodes=pending,
-                        )
-                    if table.managed_by != "local":
-                        raise TopicConflict(
-                            f"topics of this cluster are managed by the {table.managed_by}; "
-                            f"declare {name!r} there"
-                        )
-                    table = table.with_topic(
-                        name, partitions, compression, retention_hours, exclude
-                    )
-                    write_routing_file(self.path, table)
-                    route = table.topics[name]
-            finally:
-                fcntl.flock(lock_fh, fcntl.LOCK_UN)
-        self.refresh_if_changed()
-        return route
+        return self._update(lambda table: table.adding_topic(cfg, exclude)).topics[cfg.name]

@@ -56,6 +56,7 @@ class Appends:
         sequence: int | None = None,
         partitions_allowed: Sequence[int] | None = None,
     ) -> list[AppendResult]:
+        """Append a batch; durable per flush_mode when this returns. See docs/ENGINE_API.md."""
         if not isinstance(messages, list | tuple):
             raise InvalidBatch("a batch is a list of MessageIn")
         check_batch_size(len(messages))
@@ -91,6 +92,8 @@ class Appends:
         sequence: int | None = None,
         partitions_allowed: Sequence[int] | None = None,
     ) -> AppendColumns:
+        """``append`` of a batch given as parallel lists (None = not given for all): same
+        checks, durability and idempotency, packed into columns with no object per message."""
         cfg = self._start(topic, producer_id, sequence)
         columns = (keys, tags, msg_ids, timestamps, partitions)
         check_list_shapes(values, columns)
@@ -106,6 +109,8 @@ class Appends:
         sequence: int | None = None,
         partitions_allowed: Sequence[int] | None = None,
     ) -> AppendColumns:
+        """``append`` of a batch already packed as columns (the binary wire format's shape);
+        concurrent batches are written and fsynced together (group_commit.py)."""
         cfg = self._start(topic, producer_id, sequence)
         if not isinstance(batch, PackedBatch):
             raise InvalidBatch("append_packed takes a PackedBatch")
@@ -114,16 +119,19 @@ class Appends:
     def submit(
         self, topic: str, messages: Sequence[MessageIn], *args: Any, **kwargs: Any
     ) -> concurrent.futures.Future[list[AppendResult]]:
+        """``append`` without blocking the caller (for asyncio: ``asyncio.wrap_future``)."""
         return self._executor().submit(self.append, topic, messages, *args, **kwargs)
 
     def submit_columns(
         self, topic: str, values: Sequence[bytes], *args: Any, **kwargs: Any
     ) -> concurrent.futures.Future[AppendColumns]:
+        """``append_columns`` without blocking the caller (same arguments)."""
         return self._executor().submit(self.append_columns, topic, values, *args, **kwargs)
 
     def submit_packed(
         self, topic: str, batch: PackedBatch, *args: Any, **kwargs: Any
     ) -> concurrent.futures.Future[AppendColumns]:
+        """``append_packed`` without blocking the caller (same arguments)."""
         return self._executor().submit(self.append_packed, topic, batch, *args, **kwargs)
 
     def _executor(self) -> concurrent.futures.ThreadPoolExecutor:

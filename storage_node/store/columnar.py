@@ -1,23 +1,25 @@
-"""Columnar reads: a range of a partition decoded as arrays, one frame at a time.
+"""Columnar reads: a range of a partition decoded as arrays, a span of log bytes at a time.
 
 ``Store.read_columns`` takes the queue-index entries of the range as one numpy array, and
 this module turns the rows they name into packed columns (the shape the append path and
 the binary read answer use):
 
-1. ``fetch_frames`` walks the rows' log positions in order and fetches each frame once: a
-   run of consecutive frames of an unsealed segment comes with one positional read, a
-   compacted or uploaded segment yields one decompressed LZ4 block (one ranged read for an
-   uploaded file), not yet written bytes come from the write cache. Every frame's CRC is
-   checked before anything in it is used.
-2. ``decode_rows`` copies the frames into one buffer, gathers the 48-byte rows of the
-   wanted records with one fancy index, checks them against the queue index (frame, topic,
-   partition, offset, field bounds) with array comparisons, applies an exact tag filter,
-   and gathers the four byte columns (keys, tags, message IDs, values): one slice per run
-   of adjacent fields (a frame of one partition is one run), else one numpy gather.
+1. ``fetch_chunks`` fetches the log bytes holding the rows a span at a time (a run of
+   consecutive frames of an unsealed segment with one positional read, one decompressed LZ4
+   block of a compacted or uploaded segment, not yet written bytes from the write cache),
+   finds every row's frame from the row's own index, reads the frame headers as one array
+   and checks each frame (header, CRC) once before anything in it is used.
+2. ``decode_rows`` gathers the 48-byte rows of each span with one fancy index, checks them
+   against the queue index (frame, topic, partition, offset, field bounds) with array
+   comparisons, applies an exact tag filter, and gathers the four byte columns (keys, tags,
+   message IDs, values): one slice per run of adjacent fields, else one numpy gather.
 
-Nothing is done per message in Python. A frame that fails its checks raises CorruptData
-naming the partition offsets it holds; rows before it are still returned when the read's
-limits stop before it (as the record-at-a-time definition would).
+Nothing is done per message in Python, and per frame only its CRC. A ``SpanMemo`` keeps
+the spans of one request with the frames already checked in them: the steps of one read
+and the partitions of one fetch (``Reads.fetch_columns``) fetch and check a frame once,
+though it holds rows of every partition of the topic. A frame that fails its checks raises
+CorruptData naming the partition offsets it holds; rows before it are still returned when
+the read's limits stop before it (as the record-at-a-time definition would).
 
 Over 400 lines on purpose: fetching, checking and gathering are one pipeline over the same
 arrays; the pieces are only ever used together.
@@ -25,7 +27,6 @@ arrays; the pieces are only ever used together.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from dataclasses import dataclass
 from itertools import repeat
 
@@ -35,7 +36,7 @@ from crc32c import crc32c
 from storage_node.errors import CorruptData
 from storage_node.formats.packed import PackedColumn, concat_columns
 from storage_node.formats.record import (
-    FRAME,
+    FRAME_DTYPE,
     FRAME_SIZE,
     MAGIC,
     ROW,
@@ -47,9 +48,9 @@ from storage_node.formats.record import (
 from storage_node.store.commitlog import CommitLog
 from storage_node.store.types import Message
 
-SPAN_ROWS = 2048  # a positional read reaches this many rows ahead (up to SPAN_MAX bytes)
-GATHER_PAD = 4096  # spare bytes after the frames: fields up to this long gather by windows
-_PAD = bytes(GATHER_PAD)
+SPAN_ROWS = 16_384  # a positional read reaches this many rows ahead (up to SCAN_SPAN_MAX bytes)
+GATHER_PAD = 4096  # fields up to this long gather by fixed-width windows
+MEMO_BYTES = 64 << 20  # log bytes one request keeps for its later steps and partitions
 
 
 @dataclass
@@ -167,8 +168,12 @@ def _texts(col: PackedColumn) -> list[str | None]:
     return [text[s:e] if p else None for s, e, p in zip(starts, ends, present, strict=True)]
 
 
-def gather(arr: np.ndarray, joined: bytes, starts: np.ndarray, lens: np.ndarray) -> bytes:
-    """The byte ranges ``[starts[i], starts[i] + lens[i])`` of ``joined``, back to back."""
+def gather(
+    arr: np.ndarray, joined: memoryview, starts: np.ndarray, lens: np.ndarray
+) -> bytes | memoryview:
+    """The byte ranges ``[starts[i], starts[i] + lens[i])`` of ``joined`` (``arr`` is the
+    same bytes as an array), back to back; one range is a view of ``joined``, else the
+    gathered array's own buffer (one copy in all)."""
     n = len(lens)
     if not n:
         return b""
@@ -186,171 +191,253 @@ def gather(arr: np.ndarray, joined: bytes, starts: np.ndarray, lens: np.ndarray)
         tails = np.empty(len(heads), dtype=np.int64)
         tails[:-1] = heads[1:] - 1
         tails[-1] = n - 1
-        view = memoryview(joined)
         return b"".join(
-            [view[a:b] for a, b in zip(starts[heads].tolist(), ends[tails].tolist(), strict=True)]
+            [joined[a:b] for a, b in zip(starts[heads].tolist(), ends[tails].tolist(), strict=True)]
         )
     widest = int(lens.max())
-    if widest <= GATHER_PAD and widest * n <= 2 * total + 64 * n:
+    if (
+        widest <= GATHER_PAD
+        and widest * n <= 2 * total + 64 * n
+        and int(starts.max()) + widest <= len(arr)
+    ):
         # fields of similar lengths: copy a fixed-width window per field (a row copy, not a
-        # byte index), then drop each window's tail; ``arr`` ends in GATHER_PAD spare bytes
+        # byte index), then drop each window's tail
         windows = np.lib.stride_tricks.sliding_window_view(arr, widest)[starts]
         if int(lens.min()) == widest:
-            return windows.tobytes()
-        return windows[np.arange(widest) < lens[:, None]].tobytes()
+            return windows.reshape(-1).data  # the copy the index made, not another
+        return windows[np.arange(widest) < lens[:, None]].data
     before = np.cumsum(lens) - lens
     index = np.repeat(starts - before, lens)
     index += np.arange(total, dtype=np.int64)
-    return arr[index].tobytes()
+    return arr[index].data
 
 
 @dataclass
-class Frames:
-    """Checked frames holding a run of rows, and which frame holds each row."""
+class Span:
+    """A buffer of log bytes (from ``CommitLog.span``, or one frame the log kept) and the
+    starts (relative, sorted) of the frames in it that passed their checks."""
 
-    frames: list[memoryview]
-    starts: list[int]  # log position of each frame
-    counts: list[int]  # rows in each frame
-    store_ms: list[int]
-    topic_ok: list[bool]
-    fid: np.ndarray  # frame number of each row (valid for the first ``ok`` rows)
+    lo: int  # log position of the buffer's first byte
+    data: bytes | memoryview
+    arr: np.ndarray
+    where: str
+    checked: np.ndarray
+
+    @classmethod
+    def of(cls, lo: int, data: bytes | memoryview, where: str, checked: bool = False) -> Span:
+        done = np.zeros(1 if checked else 0, dtype=np.int64)
+        return cls(lo, data, np.frombuffer(data, dtype=np.uint8), where, done)
+
+
+class SpanMemo:
+    """The log buffers one request fetched, with the frames already checked in them: the
+    steps of one read and the partitions of one fetch share them, so a frame holding rows of
+    several partitions is fetched and CRC-checked once per request. At most MEMO_BYTES of
+    buffers are kept (the oldest go first); nothing outlives the request."""
+
+    def __init__(self) -> None:
+        self.spans: list[Span] = []
+        self.size = 0
+
+    def find(self, pos: int) -> Span | None:
+        for span in reversed(self.spans):
+            if span.lo <= pos <= span.lo + len(span.data) - 2:
+                return span
+        return None
+
+    def add(self, span: Span) -> Span:
+        self.spans.append(span)
+        self.size += len(span.data)
+        while self.size > MEMO_BYTES and len(self.spans) > 1:
+            self.size -= len(self.spans.pop(0).data)
+        return span
+
+
+@dataclass
+class Chunk:
+    """Rows of a read lying in one span, each in a checked frame: the read's row number of
+    the first, the rows (ROW_DTYPE), their frames' starts in the span and numbers (``fid``),
+    and per frame its length, row count, store time and whether it names the topic read."""
+
+    span: Span
+    first: int
+    recs: np.ndarray
+    fst: np.ndarray
+    fid: np.ndarray
+    frame_size: np.ndarray
+    frame_count: np.ndarray
+    frame_ms: np.ndarray
+    topic_ok: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.recs)
+
+
+@dataclass
+class Fetched:
+    chunks: list[Chunk]
     ok: int  # rows whose frame was fetched and checked
     error: CorruptData | None  # why row ``ok`` could not be (None: every row was)
 
 
-def fetch_frames(
-    log: CommitLog, topic: bytes, partition: int, offsets: np.ndarray, positions: np.ndarray
-) -> Frames:
-    """Fetch and check, once each, the frames holding the rows at ``positions``."""
+@dataclass
+class Rows:
+    """Rows of a read: their offsets in the partition and queue-index entries."""
+
+    topic: str
+    partition: int
+    offsets: np.ndarray
+    positions: np.ndarray
+    sizes: np.ndarray
+
+    def __getitem__(self, sel: slice | np.ndarray) -> Rows:
+        return Rows(
+            self.topic,
+            self.partition,
+            self.offsets[sel],
+            self.positions[sel],
+            self.sizes[sel],
+        )
+
+    def corrupt(self, exc: CorruptData, i: int, buf: bytes | memoryview, lo: int) -> CorruptData:
+        """A frame that failed its checks, reported with the partition offsets it holds (as
+        far as its unchecked length says; at least the offset of row ``i``)."""
+        first = last = int(self.offsets[i])
+        p = int(self.positions[i])
+        try:
+            foff = frame_offset_of_row(buf, p - lo)
+            size = int.from_bytes(buf[foff : foff + 4], "little") if 0 <= foff < len(buf) else 0
+            end = lo + foff + size
+            inside = np.flatnonzero((self.positions[i:] >= p) & (self.positions[i:] < end))
+            if len(inside):
+                last = max(last, int(self.offsets[i + int(inside[-1])]))
+        except (IndexError, ValueError):
+            pass
+        span = f"offset {first}" if first == last else f"offsets {first}..{last}"
+        return CorruptData(
+            f"{exc.message}: it holds {self.topic}/{self.partition} {span} (not served)",
+            offset=first,
+            first_offset=first,
+            last_offset=last,
+        )
+
+    def disagrees(self, i: int) -> CorruptData:
+        offset = int(self.offsets[i])
+        return CorruptData(
+            f"queue index of {self.topic}/{self.partition} disagrees with the log at offset "
+            f"{offset}",
+            offset=offset,
+        )
+
+
+def fetch_chunks(log: CommitLog, rows: Rows, memo: SpanMemo) -> Fetched:
+    """Fetch and check, once each, the frames holding ``rows``: a span of log bytes at a
+    time, the frame starts of all its rows from their row indexes, the headers read as one
+    array, one CRC per frame not already checked in this request."""
+    positions = rows.positions
     n = len(positions)
-    out = Frames([], [], [], [], [], np.empty(n, dtype=np.intp), n, None)
-    pos_list = positions.tolist()
-    monotone = n < 2 or bool((positions[1:] > positions[:-1]).all())
-    buf: bytes | memoryview = b""
-    view = memoryview(buf)
-    lo = hi = 0
-    where = ""
+    out = Fetched([], n, None)
+    if n and not memo.spans:
+        hit = log.cached_frame(int(positions[0]))
+        if hit is not None:  # a tailing reader asks for the frame it read last time
+            memo.add(Span.of(hit[0], hit[1], "in the frame cache", checked=True))
+    topic = rows.topic.encode()
     i = 0
-    bounds = [0]  # rows [bounds[f], bounds[f + 1]) are in frame f
-    frames, starts, counts, stamps, topic_ok = (
-        out.frames,
-        out.starts,
-        out.counts,
-        out.store_ms,
-        out.topic_ok,
-    )
-    unpack = FRAME.unpack_from
-    hit = log.cached_frame(pos_list[0]) if n else None
     while i < n:
-        p = pos_list[i]
-        if hit is not None:
-            start, frame = hit
-            hit = None
-            _s, _c, _m, _f, count, tlen, _pl, _r, store_ms, _seq = unpack(frame)
-        else:
+        p = int(positions[i])
+        span = memo.find(p)
+        got = None if span is None else _chunk(span, topic, rows, i)
+        if got is None:  # not held, or its frame not whole in a kept span: read anew
             try:
-                if not lo <= p <= hi - 2:
-                    buf, lo, where = log.span(p, max(p, pos_list[min(n - 1, i + SPAN_ROWS)]))
-                    view, hi = memoryview(buf), lo + len(buf)
-                # the row's index says where its frame starts (frame_offset_of_row, inlined:
-                # this loop runs once per frame of a scan)
-                rel_p = p - lo
-                foff = rel_p - FRAME_SIZE - ROW * int.from_bytes(view[rel_p : rel_p + 2], "little")
-                fits = 0 <= foff and foff + FRAME_SIZE <= hi - lo
-                if fits:
-                    head = unpack(view, foff)
-                if not fits or foff + head[0] > hi - lo:
-                    # the frame does not lie whole in this buffer: a new read from its start
-                    buf, lo, where = log.span(p, max(p, pos_list[min(n - 1, i + SPAN_ROWS)]))
-                    view, hi = memoryview(buf), lo + len(buf)
-                    foff = frame_offset_of_row(buf, p - lo)
-                    if foff < 0 or foff + FRAME_SIZE > len(buf):
-                        raise CorruptData(f"truncated record frame at log position {p} ({where})")
-                    head = unpack(buf, foff)
-                size, crc, magic, _f, count, tlen, plen, _r, store_ms, _seq = head
-                if (
-                    magic != MAGIC
-                    or count == 0
-                    or foff + size > len(buf)
-                    or size < FRAME_SIZE + ROW * count + tlen + plen
-                    or crc32c(view[foff + 8 : foff + size]) != crc
-                ):
-                    raise CorruptData(
-                        f"record frame checksum or header mismatch at log position {p} ({where})"
-                    )
+                buf, lo, where = log.span(p, max(p, int(positions[min(n - 1, i + SPAN_ROWS)])))
             except CorruptData as exc:
-                out.ok = i
-                out.error = _corrupt_frame(exc, topic, partition, offsets, positions, i, buf, lo)
+                out.ok, out.error = i, rows.corrupt(exc, i, b"", 0)
                 break
-            frame = view[foff : foff + size]
-            start = lo + foff
-        end = start + len(frame)
-        if not start <= p < end:
-            out.ok = i
-            out.error = _disagrees(topic, partition, int(offsets[i]))
+            span = memo.add(Span.of(lo, buf, where))
+            got = _chunk(span, topic, rows, i)
+            if got is None:
+                short = CorruptData(f"truncated record frame at log position {p} ({where})")
+                out.ok, out.error = i, rows.corrupt(short, i, buf, lo)
+                break
+        chunk, error = got
+        if len(chunk):
+            out.chunks.append(chunk)
+        i += len(chunk)
+        if error is not None:
+            out.ok, out.error = i, error
             break
-        if monotone:
-            j = bisect_left(pos_list, end, i + 1)
-        else:
-            j = i + 1
-            while j < n and start <= pos_list[j] < end:
-                j += 1
-        lead = FRAME_SIZE + ROW * count
-        bounds.append(j)
-        frames.append(frame)
-        starts.append(start)
-        counts.append(count)
-        stamps.append(store_ms)
-        topic_ok.append(frame[lead : lead + tlen] == topic)
-        i = j
-    if frames:
-        out.fid = np.repeat(np.arange(len(frames), dtype=np.intp), np.diff(bounds))
-    return _finish(log, out)
-
-
-def _finish(log: CommitLog, out: Frames) -> Frames:
-    if out.frames:
-        log.keep_frame(out.starts[-1], out.frames[-1])
+    if out.chunks:
+        # the last frame, for a reader that comes back for it (a tailing consumer): a copy,
+        # so that the log's frame cache does not hold a whole span alive
+        last = out.chunks[-1]
+        start = int(last.fst[-1])
+        frame = bytes(last.span.data[start : start + int(last.frame_size[last.fid[-1]])])
+        log.keep_frame(last.span.lo + start, memoryview(frame))
     return out
 
 
-def _disagrees(topic: bytes, partition: int, offset: int) -> CorruptData:
-    return CorruptData(
-        f"queue index of {topic.decode()}/{partition} disagrees with the log at offset {offset}",
-        offset=offset,
-    )
-
-
-def _corrupt_frame(
-    exc: CorruptData,
-    topic: bytes,
-    partition: int,
-    offsets: np.ndarray,
-    positions: np.ndarray,
-    i: int,
-    buf: bytes | memoryview,
-    lo: int,
-) -> CorruptData:
-    """A frame that failed its checks, reported with the partition offsets it holds (as far
-    as its unchecked length says; at least the offset that was asked for)."""
-    first = last = int(offsets[i])
-    p = int(positions[i])
-    try:
-        foff = frame_offset_of_row(buf, p - lo)
-        size = int.from_bytes(buf[foff : foff + 4], "little") if 0 <= foff < len(buf) else 0
-        end = lo + foff + size
-        inside = np.flatnonzero((positions[i:] >= p) & (positions[i:] < end))
-        if len(inside):
-            last = max(last, int(offsets[i + int(inside[-1])]))
-    except (IndexError, ValueError):
-        pass
-    span = f"offset {first}" if first == last else f"offsets {first}..{last}"
-    return CorruptData(
-        f"{exc.message}: it holds {topic.decode()}/{partition} {span} (not served)",
-        offset=first,
-        first_offset=first,
-        last_offset=last,
-    )
+def _chunk(span: Span, topic: bytes, rows: Rows, i: int) -> tuple[Chunk, CorruptData | None] | None:
+    """The rows from ``i`` on that lie in ``span`` with their frames whole there, checked;
+    None when row ``i``'s frame is not whole in it. A frame that fails its checks ends the
+    chunk before its rows, with the error."""
+    arr, size = span.arr, len(span.arr)
+    rel = rows.positions[i:] - span.lo
+    inside = (rel >= 0) & (rel <= size - ROW)
+    if not inside.all():
+        rel = rel[: int(np.argmin(inside))]
+    if not len(rel):
+        return None
+    recs = np.lib.stride_tricks.sliding_window_view(arr, ROW)[rel].view(ROW_DTYPE).reshape(-1)
+    fst = rel - FRAME_SIZE - ROW * recs["index"].astype(np.int64)  # where its frame starts
+    brk = np.empty(len(fst), dtype=bool)
+    brk[0] = True
+    np.not_equal(fst[1:], fst[:-1], out=brk[1:])
+    heads = np.flatnonzero(brk)
+    starts = fst[heads]
+    readable = (starts >= 0) & (starts + FRAME_SIZE <= size)
+    windows = np.lib.stride_tricks.sliding_window_view(arr, FRAME_SIZE)
+    if readable.all():
+        hdr = windows[starts].view(FRAME_DTYPE).reshape(-1)
+    else:
+        hdr = np.zeros(len(starts), dtype=FRAME_DTYPE)
+        hdr[readable] = windows[starts[readable]].view(FRAME_DTYPE).reshape(-1)
+    fsize = hdr["size"].astype(np.int64)
+    fits = readable & (starts + fsize <= size)
+    if not fits[0]:
+        return None
+    frames = len(starts) if fits.all() else int(np.argmin(fits))  # the rest: another span
+    hdr, starts, fsize = hdr[:frames], starts[:frames], fsize[:frames]
+    count = hdr["count"].astype(np.int64)
+    tlen = hdr["tlen"].astype(np.int64)
+    lead = starts + FRAME_SIZE + ROW * count
+    valid = (hdr["magic"] == MAGIC) & (count > 0) & (fsize >= lead - starts + tlen + hdr["plen"])
+    todo = valid.copy() if not len(span.checked) else valid & ~np.isin(starts, span.checked)
+    if todo.any():
+        view = memoryview(span.data)
+        sums = zip(
+            starts[todo].tolist(), fsize[todo].tolist(), hdr["crc"][todo].tolist(), strict=True
+        )
+        good = np.array([crc32c(view[s + 8 : s + z]) == c for s, z, c in sums], dtype=bool)
+        valid[todo] = good
+        span.checked = np.union1d(span.checked, starts[todo][good])
+    topic_ok = valid & (tlen == len(topic))
+    if len(topic) and topic_ok.any():
+        near = np.flatnonzero(topic_ok)
+        at = lead[near][:, None] + np.arange(len(topic))
+        topic_ok[near] = (arr[at] == np.frombuffer(topic, dtype=np.uint8)).all(axis=1)
+    error = None
+    end = int(heads[frames]) if frames < len(heads) else len(rel)
+    if not valid.all():
+        bad = int(np.argmin(valid))
+        end = int(heads[bad])
+        p = int(rows.positions[i + end])
+        exc = CorruptData(
+            f"record frame checksum or header mismatch at log position {p} ({span.where})"
+        )
+        error = rows.corrupt(exc, i + end, span.data, span.lo)
+    fid = np.cumsum(brk[:end]) - 1
+    chunk = Chunk(span, i, recs[:end], fst[:end], fid, fsize, count, hdr["store_ms"], topic_ok)
+    return chunk, error
 
 
 @dataclass
@@ -362,122 +449,90 @@ class Decoded:
 
 
 def decode_rows(
-    log: CommitLog,
-    topic: str,
-    partition: int,
-    offsets: np.ndarray,
-    positions: np.ndarray,
-    sizes: np.ndarray,
-    tag: bytes | None = None,
+    log: CommitLog, rows: Rows, tag: bytes | None = None, memo: SpanMemo | None = None
 ) -> Decoded:
-    """Decode the records at ``positions`` (which the queue index gives for ``offsets`` of
-    ``topic``/``partition``) as columns, keeping those whose tag is exactly ``tag`` (all when
+    """Decode ``rows`` as columns, keeping those whose tag is exactly ``tag`` (all when
     None). Stops at the first row that cannot be served, and says why."""
-    topic_b = topic.encode()
-    n = len(positions)
-    limit = n
+    limit = len(rows.positions)
     error: CorruptData | None = None
-    lost = np.flatnonzero(sizes == 0)
+    lost = np.flatnonzero(rows.sizes == 0)
     if len(lost):
         limit = int(lost[0])
-        off = int(offsets[limit])
-        error = CorruptData(f"{topic}/{partition} offset {off} was lost to corruption", offset=off)
-    fr = fetch_frames(log, topic_b, partition, offsets[:limit], positions[:limit])
-    if fr.error is not None:
-        error = fr.error
-    k = fr.ok
-    if k == 0:
-        return Decoded(ReadBatch.empty(topic, partition, 0), sizes[:0], 0, error)
-    joined = b"".join([*fr.frames, _PAD])
-    arr = np.frombuffer(joined, dtype=np.uint8)
-    flen = np.fromiter(map(len, fr.frames), dtype=np.int64, count=len(fr.frames))
-    base = np.cumsum(flen) - flen
-    fid = fr.fid[:k]
-    rel = positions[:k] - np.asarray(fr.starts, dtype=np.int64)[fid]
-    at = base[fid] + rel
-    inside = (rel >= FRAME_SIZE) & (rel + ROW <= flen[fid])
-    if not inside.all():  # a row outside its frame: nothing past it is gathered
-        bad = int(np.argmin(inside))
-        return _cut(log, topic, partition, offsets, positions, sizes, tag, bad, error, True)
-    rows = np.lib.stride_tricks.sliding_window_view(arr, ROW)[at].view(ROW_DTYPE).reshape(k)
-    index = rows["index"].astype(np.int64)
-    fl = flen[fid]
-    klen = rows["klen"].astype(np.int64)
-    tlen = rows["taglen"].astype(np.int64)
-    ilen = rows["idlen"].astype(np.int64)
-    vlen = rows["vlen"].astype(np.int64)
-    koff = rows["koff"].astype(np.int64)
-    toff = rows["toff"].astype(np.int64)
-    ioff = rows["ioff"].astype(np.int64)
-    voff = rows["voff"].astype(np.int64)
+        off = int(rows.offsets[limit])
+        error = CorruptData(
+            f"{rows.topic}/{rows.partition} offset {off} was lost to corruption", offset=off
+        )
+    fetched = fetch_chunks(log, rows[:limit], memo or SpanMemo())
+    if fetched.error is not None:
+        error = fetched.error
+    ok = fetched.ok
+    parts: list[ReadBatch] = []
+    for chunk in fetched.chunks:
+        batch, bad = _decode_chunk(chunk, rows, tag)
+        if len(batch):
+            parts.append(batch)
+        if bad is not None:
+            ok = chunk.first + bad
+            error = rows.disagrees(ok)
+            break
+    if not parts:
+        return Decoded(ReadBatch.empty(rows.topic, rows.partition, 0), rows.sizes[:ok], ok, error)
+    return Decoded(concat_batches(parts, 0), rows.sizes[:ok], ok, error)
+
+
+def _decode_chunk(chunk: Chunk, rows: Rows, tag: bytes | None) -> tuple[ReadBatch, int | None]:
+    """A chunk's rows as columns (those with exactly ``tag`` when given), and the first row
+    that disagrees with the queue index (None: none does); nothing from it on is taken."""
+    arr, recs, fst, fid = chunk.span.arr, chunk.recs, chunk.fst, chunk.fid
+    k = len(recs)
+    fl = chunk.frame_size[fid]
+    klen = recs["klen"].astype(np.int64)
+    tlen = recs["taglen"].astype(np.int64)
+    ilen = recs["idlen"].astype(np.int64)
+    vlen = recs["vlen"].astype(np.int64)
+    koff = recs["koff"].astype(np.int64)
+    toff = recs["toff"].astype(np.int64)
+    ioff = recs["ioff"].astype(np.int64)
+    voff = recs["voff"].astype(np.int64)
     bad = (
-        (rel != FRAME_SIZE + ROW * index)
-        | (index >= np.asarray(fr.counts, dtype=np.int64)[fid])
-        | ~np.asarray(fr.topic_ok, dtype=bool)[fid]
-        | (rows["partition"] != partition)
-        | (rows["qoff"] != offsets[:k].astype(np.uint64))
+        (recs["index"] >= chunk.frame_count[fid])
+        | ~chunk.topic_ok[fid]
+        | (recs["partition"] != rows.partition)
+        | (recs["qoff"] != rows.offsets[chunk.first : chunk.first + k].astype(np.uint64))
         | (koff + klen > fl)
         | (toff + tlen > fl)
         | (ioff + ilen > fl)
         | (voff + vlen > fl)
     )
-    if bad.any():
+    first_bad: int | None = None
+    sel: slice | np.ndarray = slice(None)
+    if bad.any():  # a row outside its frame or not the one asked for: nothing past it
         first_bad = int(np.argmax(bad))
-        return _cut(log, topic, partition, offsets, positions, sizes, tag, first_bad, error, True)
-    flags = rows["flags"]
+        sel = slice(0, first_bad)
+    flags = recs["flags"][sel]
     has_tag = (flags & ROW_TAG) != 0
-    base_row = base[fid]
     if tag is not None:  # exact tag comparison on the arrays (the hash matched already)
-        want = np.frombuffer(tag, dtype=np.uint8)
-        keep = has_tag & (tlen == len(tag))
+        keep = has_tag & (tlen[sel] == len(tag))
         cand = np.flatnonzero(keep)
         if len(cand) and len(tag):
-            starts = (base_row + toff)[cand]
-            same = (arr[starts[:, None] + np.arange(len(tag))] == want).all(axis=1)
-            keep[cand] = same
-        sel = np.flatnonzero(keep)
-        rows, fid, base_row, flags, has_tag = (
-            rows[sel],
-            fid[sel],
-            base_row[sel],
-            flags[sel],
-            has_tag[sel],
-        )
-        klen, tlen, ilen, vlen = klen[sel], tlen[sel], ilen[sel], vlen[sel]
-        koff, toff, ioff, voff = koff[sel], toff[sel], ioff[sel], voff[sel]
+            at = (fst[sel] + toff[sel])[cand][:, None] + np.arange(len(tag))
+            keep[cand] = (arr[at] == np.frombuffer(tag, dtype=np.uint8)).all(axis=1)
+        sel = np.flatnonzero(keep)  # ``keep`` covers a prefix of the rows
+        flags, has_tag = flags[keep], has_tag[keep]
     has_key = (flags & ROW_KEY) != 0
+    fst, recs = fst[sel], recs[sel]
+    klen, tlen, ilen, vlen = klen[sel], tlen[sel], ilen[sel], vlen[sel]
+    data = memoryview(chunk.span.data)
     batch = ReadBatch(
-        topic,
-        partition,
-        rows["qoff"].astype(np.int64),
-        rows["born"].astype(np.int64),
-        np.asarray(fr.store_ms, dtype=np.int64)[fid],
-        PackedColumn(gather(arr, joined, base_row + koff, klen), np.where(has_key, klen, -1)),
-        PackedColumn(gather(arr, joined, base_row + toff, tlen), np.where(has_tag, tlen, -1)),
-        PackedColumn(gather(arr, joined, base_row + ioff, ilen), ilen),
-        PackedColumn(gather(arr, joined, base_row + voff, vlen), vlen),
+        rows.topic,
+        rows.partition,
+        recs["qoff"].astype(np.int64),
+        recs["born"].astype(np.int64),
+        chunk.frame_ms[fid[sel]].astype(np.int64),
+        PackedColumn(gather(arr, data, fst + koff[sel], klen), np.where(has_key, klen, -1)),
+        PackedColumn(gather(arr, data, fst + toff[sel], tlen), np.where(has_tag, tlen, -1)),
+        PackedColumn(gather(arr, data, fst + ioff[sel], ilen), ilen),
+        PackedColumn(gather(arr, data, fst + voff[sel], vlen), vlen),
         0,
     )
-    return Decoded(batch, sizes[:k], k, error)
-
-
-def _cut(
-    log: CommitLog,
-    topic: str,
-    partition: int,
-    offsets: np.ndarray,
-    positions: np.ndarray,
-    sizes: np.ndarray,
-    tag: bytes | None,
-    bad: int,
-    error: CorruptData | None,
-    disagrees: bool,
-) -> Decoded:
-    """Decode the rows before ``bad`` (which disagrees with the index) and report it."""
-    if disagrees:
-        error = _disagrees(topic.encode(), partition, int(offsets[bad]))
-    if bad == 0:
-        return Decoded(ReadBatch.empty(topic, partition, 0), sizes[:0], 0, error)
-    head = decode_rows(log, topic, partition, offsets[:bad], positions[:bad], sizes[:bad], tag)
-    head.error = error
-    return head
+    return batch, first_bad

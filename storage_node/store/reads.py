@@ -16,7 +16,7 @@ from storage_node.formats.message_id import parse_msg_id
 from storage_node.formats.queue_index import QueueIndex, tag_hash
 from storage_node.formats.record import Record
 from storage_node.store.arguments import check_int
-from storage_node.store.columnar import ReadBatch, concat_batches, decode_rows
+from storage_node.store.columnar import ReadBatch, Rows, SpanMemo, concat_batches, decode_rows
 from storage_node.store.commitlog import CommitLog
 from storage_node.store.key_index_set import KeyIndexSet
 from storage_node.store.msg_id_index import MsgIdIndexes
@@ -132,10 +132,12 @@ class Reads:
         max_messages: int = 100,
         max_bytes: int = 1 << 20,
         tag: str | None = None,
+        memo: SpanMemo | None = None,
     ) -> ReadBatch:
         """``read`` as packed columns (see storage_node/store/columnar.py): the queue-index
         entries of the range as one array, each frame fetched and CRC-checked once, rows
-        and fields gathered with numpy. No Python object per message."""
+        and fields gathered with numpy. No Python object per message. ``memo`` shares the
+        fetched log bytes with other reads of the same request (``fetch_columns``)."""
         q, offset, max_messages, max_bytes, nxt = self.read_args(
             topic, partition, offset, max_messages, max_bytes, tag
         )
@@ -149,19 +151,24 @@ class Reads:
             count = steps * TAG_SCAN_STEP
         entries = q.read(offset, count)
         scan_end = offset + len(entries)
-        offs = np.arange(offset, scan_end, dtype=np.int64)
-        pos = entries["pos"].astype(np.int64)
-        sizes = entries["size"].astype(np.int64)
+        rows = Rows(
+            topic,
+            partition,
+            np.arange(offset, scan_end, dtype=np.int64),
+            entries["pos"].astype(np.int64),
+            entries["size"].astype(np.int64),
+        )
         want: bytes | None = None
         if tag is not None:
             want = tag.encode()
-            sel = np.flatnonzero(entries["tag"] == np.uint64(tag_hash(want)))
-            offs, pos, sizes = offs[sel], pos[sel], sizes[sel]
+            rows = rows[np.flatnonzero(entries["tag"] == np.uint64(tag_hash(want)))]
+        sizes = rows.sizes
+        memo = memo or SpanMemo()
         parts: list[ReadBatch] = []
         taken = 0
         value_bytes = 0
         ratio = 1.0  # value bytes per entry byte (at most 1): how far one step reaches
-        i, n = 0, len(pos)
+        i, n = 0, len(sizes)
         while i < n:
             need = max_messages - taken
             # a step: the rows whose values surely (then, by the estimate, likely) fit
@@ -169,7 +176,7 @@ class Reads:
             j = i + min(
                 len(reach), int(np.searchsorted(reach, (max_bytes - value_bytes) * 1.1)) + 1
             )
-            got = decode_rows(self.log, topic, partition, offs[i:j], pos[i:j], sizes[i:j], want)
+            got = decode_rows(self.log, rows[i:j], want, memo)
             batch = got.batch
             lens = batch.values.lens
             fit = int(np.searchsorted(np.cumsum(lens) + value_bytes, max_bytes, side="right"))
@@ -195,6 +202,32 @@ class Reads:
         if not parts:
             return ReadBatch.empty(topic, partition, scan_end)
         return concat_batches(parts, scan_end)
+
+    def fetch_columns(
+        self,
+        topic: str,
+        offsets: dict[int, int | None],
+        max_messages: int = 100,
+        max_bytes: int = 1 << 20,
+        tag: str | None = None,
+    ) -> dict[int, ReadBatch]:
+        """``read_columns`` of several partitions ({partition: offset}, None = the first
+        kept), each with its own limits, sharing one ``SpanMemo``: a frame that holds rows of
+        several of them is fetched and checked once (a multi-partition fetch)."""
+        starts: dict[int, int] = {}
+        at: dict[int, int] = {}  # where each read starts in the log
+        for p, offset in offsets.items():
+            _cfg, q = self.partition(topic, p)
+            starts[p] = q.first_offset if offset is None else offset
+            inside = isinstance(starts[p], int) and q.first_offset <= starts[p] < q.next_offset
+            at[p] = q.entries(starts[p], 1)[0][0] if inside else 0
+        # the read starting first in the log fetches the spans the others then find
+        memo = SpanMemo()
+        pages = {
+            p: self.read_columns(topic, p, starts[p], max_messages, max_bytes, tag, memo)
+            for p in sorted(starts, key=at.__getitem__)
+        }
+        return {p: pages[p] for p in offsets}
 
     def _read_entry(self, pos: int, size: int, topic: str, partition: int, offset: int) -> Record:
         if size == 0:

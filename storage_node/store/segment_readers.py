@@ -21,7 +21,8 @@ from storage_node.formats.record import FRAME_SIZE, frame_length, row_frame_star
 from storage_node.store.pinned import pinned_reader
 
 READ_AHEAD = 20 * 1024  # a whole frame of small messages (about 16 KiB) in one read
-SPAN_MAX = 1 << 20  # the most one positional read of a columnar scan fetches
+SPAN_MAX = 1 << 20  # the most one positional read of frames for log shipping fetches
+SCAN_SPAN_MAX = 8 << 20  # the most one positional read of a columnar scan fetches
 
 
 class RawSegment:
@@ -79,11 +80,12 @@ class RawSegment:
 
     def span_view(self, rel: int, want_end: int) -> tuple[bytes, int]:
         """Bytes from the start of the frame holding the row at ``rel`` on, reaching towards
-        ``want_end`` (relative; at most SPAN_MAX, at least the whole frame), and that start:
-        a columnar scan fetches many consecutive frames with one positional read."""
+        ``want_end`` (relative; at most SCAN_SPAN_MAX, at least the whole frame), and that
+        start: a columnar scan fetches many consecutive frames with one positional read (a
+        page of one partition spans the rows of all the partitions written with it)."""
         fd = self.fd()
         start = self._frame_start(fd, rel)
-        length = min(SPAN_MAX, max(READ_AHEAD, want_end + READ_AHEAD - start))
+        length = min(SCAN_SPAN_MAX, max(READ_AHEAD, want_end + READ_AHEAD - start))
         return self._read_frames(fd, start, length), start
 
     def frames_at(self, rel: int, length: int) -> bytes:

@@ -6,24 +6,21 @@ and after a failed write (the commit log, the derived indexes, the idempotency t
 ``recovery.LogLoader``); ``appends.Appends`` the append entry points, queueing into
 ``group_commit.GroupCommit``; ``consumer_groups``, ``topics``, ``maintenance`` (the background
 thread) and ``stats``. The parts are handed what they work on and never see the Store. Each
-public method keeps its contract here (docs/ENGINE_API.md); the work is in the parts. A
-little over 400 lines for that reason: the whole public API, every signature as callers use it.
+public method keeps its contract here (docs/ENGINE_API.md) and the work is in the parts,
+but for the append entry points (``append``, ``append_columns``, ``append_packed`` and their
+``submit*`` forms), which are the ``Appends`` part's own methods with their contracts there.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import os
 import threading
-from collections.abc import Sequence
-from typing import Any
 
 from storage_node.backend.files import ensure_dir
 from storage_node.backend.objectstore import ObjectStore, open_object_store
 from storage_node.errors import Unavailable
 from storage_node.formats.checkpoint import Checkpoint
 from storage_node.formats.message_id import ip_to_int
-from storage_node.formats.packed import PackedBatch
 from storage_node.formats.queue_index import QueueIndex
 from storage_node.store.appends import Appends
 from storage_node.store.columnar import ReadBatch
@@ -45,12 +42,9 @@ from storage_node.store.topic_admin import (
 )
 from storage_node.store.topics import TopicRegistry
 from storage_node.store.types import (
-    AppendColumns,
-    AppendResult,
     FileInfo,
     LookupResult,
     Message,
-    MessageIn,
     ReadResult,
     TopicConfig,
 )
@@ -112,6 +106,13 @@ class Store:
             self._resume_after_write_error,
             lambda: self.log.backpressure(),
         )
+        # The append entry points are the Appends part's own (their contracts are there).
+        self.append = self.appends.append
+        self.append_columns = self.appends.append_columns
+        self.append_packed = self.appends.append_packed
+        self.submit = self.appends.submit
+        self.submit_columns = self.appends.submit_columns
+        self.submit_packed = self.appends.submit_packed
         self.groups = ConsumerGroups(
             self.offsets, self.topics, lambda t, p: self.reads.partition(t, p), self._check_open
         )
@@ -230,81 +231,6 @@ class Store:
     def partition_offsets(self, topic: str) -> list[tuple[int, int]]:
         """(first offset, next offset) of each partition of ``topic``."""
         return self.reads.partition_offsets(topic)
-
-    # ---- append (appends.py) ----------------------------------------------------------
-    def append(
-        self,
-        topic: str,
-        messages: Sequence[MessageIn],
-        producer_id: str | None = None,
-        sequence: int | None = None,
-        partitions_allowed: Sequence[int] | None = None,
-    ) -> list[AppendResult]:
-        """Append a batch; durable per flush_mode when this returns. See docs/ENGINE_API.md."""
-        return self.appends.append(topic, messages, producer_id, sequence, partitions_allowed)
-
-    def append_columns(
-        self,
-        topic: str,
-        values: Sequence[bytes],
-        keys: Sequence[str | None] | None = None,
-        tags: Sequence[str | None] | None = None,
-        msg_ids: Sequence[str | None] | None = None,
-        timestamps: Sequence[int | None] | None = None,
-        partitions: Sequence[int | None] | None = None,
-        producer_id: str | None = None,
-        sequence: int | None = None,
-        partitions_allowed: Sequence[int] | None = None,
-    ) -> AppendColumns:
-        """``append`` of a batch given as parallel lists (None = not given for all): same
-        checks, durability and idempotency, packed into columns with no object per message."""
-        return self.appends.append_columns(
-            topic,
-            values,
-            keys,
-            tags,
-            msg_ids,
-            timestamps,
-            partitions,
-            producer_id,
-            sequence,
-            partitions_allowed,
-        )
-
-    def append_packed(
-        self,
-        topic: str,
-        batch: PackedBatch,
-        producer_id: str | None = None,
-        sequence: int | None = None,
-        partitions_allowed: Sequence[int] | None = None,
-    ) -> AppendColumns:
-        """``append`` of a batch already packed as columns (the binary wire format's shape);
-        concurrent batches are written and fsynced together (group_commit.py)."""
-        return self.appends.append_packed(topic, batch, producer_id, sequence, partitions_allowed)
-
-    def submit(
-        self,
-        topic: str,
-        messages: Sequence[MessageIn],
-        producer_id: str | None = None,
-        sequence: int | None = None,
-        partitions_allowed: Sequence[int] | None = None,
-    ) -> concurrent.futures.Future[list[AppendResult]]:
-        """``append`` without blocking the caller (for asyncio: ``asyncio.wrap_future``)."""
-        return self.appends.submit(topic, messages, producer_id, sequence, partitions_allowed)
-
-    def submit_columns(
-        self, topic: str, values: Sequence[bytes], *args: Any, **kwargs: Any
-    ) -> concurrent.futures.Future[AppendColumns]:
-        """``append_columns`` without blocking the caller (same arguments)."""
-        return self.appends.submit_columns(topic, values, *args, **kwargs)
-
-    def submit_packed(
-        self, topic: str, batch: PackedBatch, *args: Any, **kwargs: Any
-    ) -> concurrent.futures.Future[AppendColumns]:
-        """``append_packed`` without blocking the caller (same arguments)."""
-        return self.appends.submit_packed(topic, batch, *args, **kwargs)
 
     # ---- replication hooks (storage_node/replication) ---------------------------------
     def append_copied(self, data: bytes, pos: int, seg: int, frames: int) -> None:

@@ -25,6 +25,19 @@ FORMAT = 2
 MAX_PARTITIONS = 1024
 
 
+def adds_partitions(name: str, current: int, wanted: int) -> bool:
+    """Whether ``wanted`` partitions add to topic ``name``'s ``current`` count (False when it
+    is the same); a lower count is refused, since partitions are never removed."""
+    if wanted < current:
+        raise InvalidArgument(
+            f"topic {name!r} has {current} partitions; partitions can only be "
+            f"added, not removed (asked for {wanted})",
+            topic=name,
+            partitions=current,
+        )
+    return wanted != current
+
+
 def validate_topic(cfg: TopicConfig) -> TopicConfig:
     if not isinstance(cfg, TopicConfig):
         raise InvalidArgument("topic config must be a TopicConfig")
@@ -97,14 +110,7 @@ class TopicRegistry:
                 raise InvalidArgument(
                     f"partitions must be an integer from 1 to {MAX_PARTITIONS}, not {partitions!r}"
                 )
-            if partitions < cfg.partitions:
-                raise InvalidArgument(
-                    f"topic {name!r} has {cfg.partitions} partitions; partitions can only be "
-                    f"added, not removed (asked for {partitions})",
-                    topic=name,
-                    partitions=cfg.partitions,
-                )
-            if partitions == cfg.partitions:
+            if not adds_partitions(name, cfg.partitions, partitions):
                 return cfg
             new = replace(cfg, partitions=partitions)
             self.topics[name] = new

@@ -77,6 +77,15 @@ def results_json(done: AppendColumns) -> bytes:
     return ('{"results":[' + ",".join(rows) + "]}").encode()
 
 
+def value_json(value: bytes) -> dict[str, str]:
+    """A message value as the JSON shapes carry it: ``value`` when it is UTF-8 text, else
+    ``value_base64``."""
+    try:
+        return {"value": value.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"value_base64": base64.b64encode(value).decode("ascii")}
+
+
 def message_to_json(message: Any) -> dict[str, Any]:
     """A stored message as JSON: ``value`` when UTF-8 text, else ``value_base64``."""
     doc: dict[str, Any] = {
@@ -89,29 +98,17 @@ def message_to_json(message: Any) -> dict[str, Any]:
         "timestamp": message.timestamp,
         "store_timestamp": message.store_timestamp,
     }
-    try:
-        doc["value"] = message.value.decode("utf-8")
-    except UnicodeDecodeError:
-        doc["value_base64"] = base64.b64encode(message.value).decode("ascii")
+    doc.update(value_json(message.value))
     return doc
 
 
+FILE_INFO_FIELDS = ("kind", "state", "name", "size", "stored_size", "begin_ms", "end_ms")
+TOPIC_CONFIG_FIELDS = ("name", "partitions", "compression", "retention_hours")
+
+
 def file_info_to_json(info: Any) -> dict[str, Any]:
-    return {
-        "kind": info.kind,
-        "state": info.state,
-        "name": info.name,
-        "size": info.size,
-        "stored_size": info.stored_size,
-        "begin_ms": info.begin_ms,
-        "end_ms": info.end_ms,
-    }
+    return {name: getattr(info, name) for name in FILE_INFO_FIELDS}
 
 
 def topic_config_to_json(cfg: Any) -> dict[str, Any]:
-    return {
-        "name": cfg.name,
-        "partitions": cfg.partitions,
-        "compression": cfg.compression,
-        "retention_hours": cfg.retention_hours,
-    }
+    return {name: getattr(cfg, name) for name in TOPIC_CONFIG_FIELDS}

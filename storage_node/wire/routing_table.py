@@ -2,16 +2,23 @@
 
 Pure data and validation, no I/O, so the node, the client, the local launcher and the
 operator all share one definition of the document.
+
+Over 400 lines on purpose: the document's classes, its parser and the table's changes
+(topics added, grown and deleted, log routes) are one format; every field is read, checked
+and written here, so a format change touches one file.
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
-from storage_node.errors import InvalidArgument, InvalidName
+from storage_node.errors import InvalidArgument, InvalidName, TopicConflict
 from storage_node.formats.names import is_valid_name
+
+if TYPE_CHECKING:
+    from storage_node.store.types import TopicConfig
 
 ROUTING_FORMAT = 1
 MANAGED_BY = ("local", "operator", "standalone")
@@ -97,16 +104,7 @@ class RoutingTable:
 
     def with_logs(self, logs: dict[str, LogRoute]) -> RoutingTable:
         """A new table (generation + 1) with these log routes."""
-        return RoutingTable(
-            self.generation + 1,
-            self.managed_by,
-            self.nodes,
-            self.topics,
-            self.raw,
-            dict(logs),
-            self.replication_factor,
-            self.min_in_sync,
-        )
+        return replace(self, generation=self.generation + 1, logs=dict(logs))
 
     def node_address_of_node(self, node_id: str) -> str | None:
         """The address of a node (not resolved through logs)."""
@@ -116,11 +114,8 @@ class RoutingTable:
         return None
 
     def node_address(self, node_id: str) -> str | None:
-        node_id = self.leader_of(node_id)
-        for node in self.nodes:
-            if node.id == node_id:
-                return node.address
-        return None
+        """The address of the node serving ``node_id`` (a log's leader for a log id)."""
+        return self.node_address_of_node(self.leader_of(node_id))
 
     def owner(self, topic: str, partition: int) -> str | None:
         route = self.topics.get(topic)
@@ -182,16 +177,46 @@ class RoutingTable:
         owners = tuple(nodes[(start + p) % len(nodes)] for p in range(partitions))
         topics = dict(self.topics)
         topics[name] = TopicRoute(name, partitions, compression, float(retention_hours), owners)
-        return RoutingTable(
-            self.generation + 1,
-            self.managed_by,
-            self.nodes,
-            topics,
-            self.raw,
-            self.logs,
-            self.replication_factor,
-            self.min_in_sync,
-        )
+        return replace(self, generation=self.generation + 1, topics=topics)
+
+    def adding_topic(
+        self, cfg: TopicConfig, exclude: frozenset[str] = frozenset()
+    ) -> RoutingTable | None:
+        """The table with a new topic as ``with_topic`` adds it, or None when the table has
+        it with this configuration already. Refused (TopicConflict) when it has it with
+        another, when nodes have yet to delete a copy of a deleted topic of that name, or
+        when the table's topics are managed elsewhere."""
+        name = cfg.name
+        existing = self.topics.get(name)
+        if existing is not None:
+            wanted = {
+                "partitions": cfg.partitions,
+                "compression": cfg.compression,
+                "retention_hours": float(cfg.retention_hours),
+            }
+            if existing.config_dict() != wanted:
+                raise TopicConflict(
+                    f"topic {name!r} exists with another configuration",
+                    existing=existing.config_dict(),
+                )
+            return None
+        pending = self.pending_deletions().get(name)
+        if pending:
+            raise TopicConflict(
+                f"topic {name!r} was deleted but nodes {', '.join(pending)} have not "
+                "deleted their copy yet (down?); start them, then create it again",
+                pending_nodes=pending,
+            )
+        self.check_managed(f"declare {name!r}")
+        return self.with_topic(name, cfg.partitions, cfg.compression, cfg.retention_hours, exclude)
+
+    def check_managed(self, what: str) -> None:
+        """Refuse (TopicConflict) a topic change unless the table's topics are managed by the
+        nodes of a ``local`` cluster; ``what`` is the change, as in "declare 'x'"."""
+        if self.managed_by != "local":
+            raise TopicConflict(
+                f"topics of this cluster are managed by the {self.managed_by}; {what} there"
+            )
 
     # -- deleting topics and adding partitions ----------------------------------------------
     def pending_deletions(self) -> dict[str, list[str]]:

@@ -43,6 +43,7 @@ class Shop:
     cluster: KindCluster
     namespace: str
     store: str
+    client: str = CLIENT_POD  # the client pod the workload runs in
 
     def kubectl(self, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
         return self.cluster.run_kubectl("-n", self.namespace, *args, **kw)
@@ -59,12 +60,12 @@ class Shop:
         path.write_text(got.stdout)
         return path
 
-    def workload(self, *args: str, timeout: float = 600, pod: str = CLIENT_POD) -> Any:
+    def workload(self, *args: str, timeout: float = 600, pod: str | None = None) -> Any:
         """Runs tests/e2e/workload.py inside the client pod; its JSON answer."""
         got = self.kubectl(
             "exec",
             "-i",
-            pod,
+            pod or self.client,
             "--",
             "python3",
             "-",
@@ -84,7 +85,7 @@ class Shop:
             self.namespace,
             "exec",
             "-i",
-            CLIENT_POD,
+            self.client,
             "--",
             "python3",
             "-",

@@ -10,7 +10,8 @@ docs/ENGINE_API.md:
 
 ``server`` and ``client`` are peers that never import each other. The operator
 (``msgstore_operator``) stands apart: it may use storage_node's base, formats and wire
-modules only, and only the CLI (which renders Spark Jobs with the operator's builders) may
+modules and the failover controller (which needs only the routing table) and never loads the
+store or the server, and only the CLI (which renders Spark Jobs with the operator's builders) may
 import it — never its kopf parts.
 """
 
@@ -54,6 +55,7 @@ OPERATOR_MAY_USE = (
     "storage_node.tls",
     "storage_node.formats",
     "storage_node.wire",
+    "storage_node.replication.controller",  # the operator runs it for replicated stores
 )
 OPERATOR_USERS = ("storage_node.cli",)
 OPERATOR_KOPF_PARTS = (
@@ -302,6 +304,15 @@ def test_the_client_imports_no_server_or_store_module(graph):
     engine = {m: " -> ".join(path) for m, path in loaded.items() if _under(m, ENGINE)}
     assert engine == {}
     assert "storage_node.wire.batch_codec" in loaded
+
+
+def test_the_operator_loads_no_server_or_store_module(graph):
+    files, edges = graph
+    start = [m for m in files if _under(m, ["msgstore_operator"])]
+    loaded = runtime_closure(start, edges)
+    engine = {m: " -> ".join(path) for m, path in loaded.items() if _under(m, ENGINE)}
+    assert engine == {}
+    assert "storage_node.replication.controller" in loaded
 
 
 def test_importing_the_client_loads_no_server_or_store_module():

@@ -10,6 +10,9 @@
 #   MSGSTORE_CP_JOBS   parallel build lanes (default: 2)
 # The last line printed is the directory holding the binaries.
 set -euo pipefail
+# shellcheck source=scripts/lib/go-build.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../../scripts/lib/go-build.sh"
+GO_BUILD_DIE=die
 
 # Pinned versions, chosen to build with Go 1.26 and to work together: kwok v0.8.0 is built
 # against the Kubernetes 1.36 libraries, and Kubernetes 1.36 uses the etcd 3.6 client. Debian's
@@ -72,32 +75,7 @@ all_present() {
   for b in "${WANTED[@]}"; do [[ -x "$BIN/$b" ]] || return 1; done
 }
 
-if all_present; then
-  echo "controlplane binaries up to date in $BIN" >&2
-  echo "$BIN"
-  exit 0
-fi
-
-command -v go >/dev/null 2>&1 || die "Go is not installed (need go >= 1.26 on PATH)"
-GO_MINOR=$(go env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/')
-[[ "$GO_MINOR" =~ ^[0-9]+$ && "$GO_MINOR" -ge 26 ]] || die "need Go >= 1.26, found $(go env GOVERSION)"
-
-mkdir -p "$BIN" "$SRC" "$LOGS"
-
-# One build at a time per cache directory (parallel test sessions may call this script).
-exec 9>"$ROOT/.lock"
-flock 9
-if all_present; then
-  echo "$BIN"
-  exit 0
-fi
-
-# Never fetch a toolchain; sources only through the module proxy, checksums via its sumdb mirror.
-export GOTOOLCHAIN=local
-export GOFLAGS="-trimpath -mod=mod -buildvcs=false"
-export CGO_ENABLED=0
-export GOPROXY="${GOPROXY:-https://proxy.golang.org}"
-unset GOBIN
+go_build_prepare controlplane "$BIN" "$ROOT" "$SRC" "$LOGS"
 
 now() { date +%s; }
 TIMES="$LOGS/build-times.txt"
@@ -110,50 +88,22 @@ run_step() {
   start=$(now)
   echo "building $name ..." >&2
   if ! nice -n 10 "$@" >"$log" 2>&1; then
-    echo "---- last lines of $log ----" >&2
-    tail -n 40 "$log" >&2
+    go_build_log_failure "$log"
     die "$name did not build (full log: $log)"
   fi
   echo "$name $(($(now) - start))s" | tee -a "$TIMES" >&2
 }
 
-# A throwaway module whose only job is to pin versions for `go build`.
-new_wrapper() {
-  local dir=$1 module=$2
-  rm -rf "$dir"
-  mkdir -p "$dir"
-  printf 'module %s\n\ngo 1.26.0\n' "$module" >"$dir/go.mod"
-}
-
 build_kubernetes() {
-  local dir="$SRC/kubernetes" minor ldflags kmod
+  local dir="$SRC/kubernetes"
   [[ -x "$BIN/kube-apiserver" && -x "$BIN/kube-controller-manager" && -x "$BIN/kube-scheduler" && -x "$BIN/kubectl" ]] && return 0
-  new_wrapper "$dir" msgstore.test/controlplane/kubernetes
-  (
-    cd "$dir"
-    # k8s.io/kubernetes points its staging modules at ./staging (v0.0.0); pin each to the
-    # published version of the same release instead.
-    kmod=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
-    [[ -f "$kmod" ]] || die "could not fetch k8s.io/kubernetes@$K8S_VERSION from the module proxy"
-    go mod edit -require="k8s.io/kubernetes@$K8S_VERSION"
-    local staging
-    sed -n 's#^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#\1#p' "$kmod" |
-      while read -r staging; do
-        go mod edit -replace="$staging=$staging@${K8S_VERSION/v1./v0.}"
-      done
-  ) || die "could not prepare the Kubernetes wrapper module"
-  minor=${K8S_VERSION#v1.}
-  minor=${minor%%.*}
-  ldflags="-s -w"
-  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-    ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-  done
+  go_k8s_wrapper "$dir" msgstore.test/controlplane/kubernetes ||
+    die "could not prepare the Kubernetes wrapper module"
   (
     cd "$dir"
     run_step "kubernetes (kube-apiserver kube-controller-manager kube-scheduler kubectl)" \
       "$LOGS/kubernetes.log" \
-      go build -ldflags "$ldflags" -o "$dir/out/" \
+      go build -ldflags "$(go_k8s_ldflags)" -o "$dir/out/" \
       k8s.io/kubernetes/cmd/kube-apiserver \
       k8s.io/kubernetes/cmd/kube-controller-manager \
       k8s.io/kubernetes/cmd/kube-scheduler \
@@ -167,7 +117,7 @@ build_etcd() {
   [[ -x "$BIN/etcd" ]] && return 0
   # The etcd server module replaces its sibling modules with ../ paths, so `go install` refuses
   # it; a wrapper module requiring it builds the same main package.
-  new_wrapper "$dir" msgstore.test/controlplane/etcd
+  go_wrapper_module "$dir" msgstore.test/controlplane/etcd
   (
     cd "$dir"
     go mod edit -require="go.etcd.io/etcd/server/v3@$ETCD_VERSION"
@@ -179,7 +129,7 @@ build_etcd() {
 build_kwok() {
   local dir="$SRC/kwok"
   [[ -x "$BIN/kwok" && -x "$BIN/kwokctl" ]] && return 0
-  new_wrapper "$dir" msgstore.test/controlplane/kwok
+  go_wrapper_module "$dir" msgstore.test/controlplane/kwok
   local ldflags="-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}"
   ldflags+=" -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=${K8S_VERSION#v}"
   (
@@ -194,7 +144,7 @@ build_kwok() {
 build_helm() {
   local dir="$SRC/helm"
   [[ -x "$BIN/helm" ]] && return 0
-  new_wrapper "$dir" msgstore.test/controlplane/helm
+  go_wrapper_module "$dir" msgstore.test/controlplane/helm
   (
     cd "$dir"
     go mod edit -require="helm.sh/helm/v3@$HELM_VERSION"
@@ -208,7 +158,7 @@ build_helm() {
 build_minio() {
   local dir="$SRC/minio"
   [[ -x "$BIN/minio" ]] && return 0
-  new_wrapper "$dir" msgstore.test/controlplane/minio
+  go_wrapper_module "$dir" msgstore.test/controlplane/minio
   (
     cd "$dir"
     go mod edit -require="github.com/minio/minio@$MINIO_VERSION"

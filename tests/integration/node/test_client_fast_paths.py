@@ -269,3 +269,79 @@ def test_async_client_runs_the_same_operations(loaded):
     fetched, produced = asyncio.run(go())
     assert len(fetched.pages[0]) == 30 and len(fetched.pages[1]) == 2
     assert len(produced) == 2 and len(set(produced.partitions.tolist())) == 1
+
+
+def test_async_consumer_reads_what_the_sync_consumer_reads(loaded):
+    async def go() -> tuple:
+        async with AsyncClient(loaded.address) as client:
+            async with client.consumer("fetch3", page=4) as consumer:
+                pages = [cols async for cols in consumer]
+                positions = dict(consumer.positions)
+            rest = [cols async for cols in client.consumer("fetch3", offsets=positions)]
+            one = client.consumer(
+                "fetch3", partitions=[1], offsets={1: 25}, ends={1: 30}, prefetch=False
+            )
+            batches = [b async for b in one.batches()]
+            two = client.consumer("fetch3", partitions=[2], offsets={2: 28}, ends={2: 30})
+            rows = [r async for r in two.messages()]
+            return pages, positions, rest, batches, rows
+
+    pages, positions, rest, batches, rows = asyncio.run(go())
+    sync_pages = list(Client(loaded.address).consumer("fetch3", page=4))
+    assert [c.to_rows("fetch3") for c in pages] == [c.to_rows("fetch3") for c in sync_pages]
+    assert all(len(p) <= 4 for p in pages)
+    values: dict[int, list[bytes]] = {}
+    for cols in pages:
+        for row in cols.to_rows("fetch3"):
+            values.setdefault(row["partition"], []).append(row["value"])
+    # the module's earlier tests may have appended to the topic: its first 30 per partition
+    assert {p: v[:30] for p, v in values.items()} == {
+        p: [f"v{p}-{i}".encode() for i in range(30)] for p in range(3)
+    }
+    ends = Client(loaded.address).describe_topic("fetch3")["partition_offsets"]
+    assert positions == {e["partition"]: e["next_offset"] for e in ends}
+    assert rest == []
+    assert pa.Table.from_batches(batches).column("offset").to_pylist() == [25, 26, 27, 28, 29]
+    assert [r["value"] for r in rows] == [b"v2-28", b"v2-29"]
+
+
+def test_async_consumer_refuses_bad_arguments(loaded):
+    async def go() -> None:
+        async with AsyncClient(loaded.address) as client:
+            with pytest.raises(InvalidArgument, match="page must be at least 1"):
+                client.consumer("fetch3", page=0)
+            with pytest.raises(InvalidArgument, match="no partition 9"):
+                async with client.consumer("fetch3", partitions=[9]):
+                    pass
+            with pytest.raises(InvalidArgument, match="no partition 9"):
+                async for _cols in client.consumer("fetch3", partitions=[9]):
+                    pass
+
+    asyncio.run(go())
+
+
+def test_following_async_consumer_gets_messages_produced_later(node):
+    Client(node.address).create_topic("atail", 2)
+
+    async def go() -> list[bytes]:
+        seen: list[bytes] = []
+        async with AsyncClient(node.address) as client:
+            consumer = client.consumer("atail", follow=True, wait_ms=500)
+            await consumer.start()
+
+            async def follow() -> None:
+                async for cols in consumer:
+                    seen.extend(cols.value_list())
+                    if len(seen) >= 3:
+                        return
+
+            task = asyncio.ensure_future(follow())
+            await asyncio.sleep(0.3)
+            async with AsyncClient(node.address) as producer:
+                for i in range(3):
+                    await producer.produce("atail", [f"m{i}"])
+            await asyncio.wait_for(task, 30)
+            await consumer.close()
+        return seen
+
+    assert sorted(asyncio.run(go())) == [b"m0", b"m1", b"m2"]

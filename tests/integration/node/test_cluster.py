@@ -13,6 +13,7 @@ import requests
 from storage_node.client import AsyncClient, Client
 from storage_node.errors import NotOwner
 from storage_node.server.routing_state import read_routing_file, write_routing_file
+from storage_node.wire.routing_table import parse_routing
 
 
 def test_every_node_serves_the_same_routing(cluster):
@@ -208,3 +209,41 @@ def test_a_broken_routing_file_is_ignored(cluster):
     finally:
         with open(cluster.routing_file, "w") as fh:
             fh.write(original)
+
+
+def test_a_node_takes_a_newer_table_handed_over_by_the_controller(cluster):
+    """The failover controller hands nodes a new table directly (a mounted ConfigMap reaches
+    pods late): a newer generation of the same cluster is taken at once; an older one, or a
+    table of other nodes, or no table at all, changes nothing."""
+    first, second = cluster.addresses[0], cluster.addresses[1]
+    table = read_routing_file(cluster.routing_file)
+    newer = table.with_topic("handed-over", 2, "none", 12)
+    newer_doc = {**newer.to_json(), "generation": table.generation + 5}
+    url = "/v1/replication/routing"
+    resp = requests.put(first + url, json=newer_doc)
+    assert resp.status_code == 200, resp.text
+    assert resp.json() == {"generation": table.generation + 5, "taken": True}
+    assert "handed-over" in requests.get(first + "/v1/cluster").json()["topics"]
+    assert "handed-over" not in requests.get(second + "/v1/cluster").json()["topics"]
+
+    again = requests.put(first + url, json={**table.to_json()})  # older: ignored
+    assert again.json() == {"generation": table.generation + 5, "taken": False}
+    others = {**newer_doc, "generation": table.generation + 9}
+    others["nodes"] = [*others["nodes"], {"id": "stranger", "address": "http://127.0.0.1:9"}]
+    for bad in (others, {"format": 1}, [1, 2]):
+        resp = requests.put(first + url, json=bad)
+        assert resp.status_code == 400, resp.text
+        assert resp.json()["error"]["code"] == "invalid_argument"
+    resp = requests.put(first + url, data=b"{not json")
+    assert resp.status_code == 400
+    after = requests.get(first + "/v1/cluster").json()
+    assert after["generation"] == table.generation + 5 and "handed-over" in after["topics"]
+
+    write_routing_file(cluster.routing_file, parse_routing(newer_doc))  # the file catches up
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        docs = [requests.get(a + "/v1/cluster").json() for a in cluster.addresses]
+        if all(d["generation"] == table.generation + 5 for d in docs):
+            break
+        time.sleep(0.1)
+    assert all("handed-over" in d["topics"] for d in docs)

@@ -124,6 +124,37 @@ def test_partitioned_leader(cluster: NetnsCluster) -> None:
     _report("partitioned_leader", counts)
 
 
+def test_a_failover_left_unfinished_is_completed(cluster: NetnsCluster) -> None:
+    """A controller that fenced a live leader and then named no leader (too few answers in
+    time, or stopped midway) leaves that leader refusing writes; the next probe sees the
+    fence past the table's epoch and completes the failover. Found by 100 random rounds on
+    a loaded machine, where a fence timed out."""
+    model = Model()
+    producers = Producers(cluster.routing_file, model)
+    producers.start()
+    time.sleep(2)
+    route = cluster.table().logs["node-1"]
+    leader = route.leader
+    # what an unfinished failover leaves behind: the leader fenced at the next epoch
+    fenced = requests.post(
+        f"{cluster.address(leader)}/v1/replication/logs/node-1/fence",
+        params={"epoch": route.epoch + 1},
+        timeout=5,
+    )
+    assert fenced.status_code == 200, fenced.text
+    deadline = time.monotonic() + 30
+    while cluster.table().logs["node-1"].epoch <= route.epoch:
+        assert time.monotonic() < deadline, cluster.log_tail("controller")
+        time.sleep(0.05)
+    completed = time.monotonic() - (deadline - 30)
+    time.sleep(2)
+    producers.finish()
+    cluster.wait_in_sync()
+    counts = check_model(cluster.routing_file, model)
+    assert counts["acknowledged"] > 0
+    _report("unfinished_failover", {**counts, "completed_s": round(completed, 2)})
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(3600)  # MSGSTORE_FAULT_ROUNDS=100 takes about 25 minutes
 def test_random_faults(cluster: NetnsCluster) -> None:

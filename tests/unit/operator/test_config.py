@@ -18,6 +18,7 @@ def test_defaults_are_the_documented_ones():
     assert s.default_images == (None, None)
     assert s.security == SecurityDefaults()
     assert s.namespace is None and s.claim_grace_s == 120.0
+    assert s.failover_timeout_s == 5.0
 
 
 def test_every_variable_is_read():
@@ -32,6 +33,7 @@ def test_every_variable_is_read():
         "MSGSTORE_OPERATOR_CERT_VALIDITY_DAYS": "30",
         "MSGSTORE_OPERATOR_NAMESPACE": "ops",
         "MSGSTORE_OPERATOR_CLAIM_GRACE_S": "3",
+        "MSGSTORE_OPERATOR_FAILOVER_TIMEOUT_S": "7.5",
         "MSGSTORE_UNRELATED": "ignored",
     }
     s = read_settings(env)
@@ -42,6 +44,7 @@ def test_every_variable_is_read():
         3.0,
     )
     assert s.default_images == ("node:1", "spark:1")
+    assert s.failover_timeout_s == 7.5
     assert s.security == SecurityDefaults(False, False, False, 30)
     assert sorted(env_name(f) for f in OperatorSettings.model_fields) == sorted(
         n for n in env if n != "MSGSTORE_UNRELATED"

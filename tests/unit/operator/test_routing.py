@@ -105,3 +105,44 @@ def test_ordinal_of():
     assert ordinal_of("demo", "demo-12") == 12
     with pytest.raises(ValueError):
         ordinal_of("demo", "demox-1")
+
+
+REPLICATED = parse_spec(
+    {"replicas": 3, "replicationFactor": 3, "topics": [{"name": "orders", "partitions": 4}]}
+)
+
+
+def test_a_replicated_store_publishes_one_log_per_pod_copied_by_the_next_pods():
+    doc = build(spec=REPLICATED)
+    table = parse_routing(json.loads(dumps(doc)))
+    assert (table.replication_factor, table.min_in_sync) == (3, 2)
+    assert {i: (lg.leader, lg.epoch, lg.replicas) for i, lg in table.logs.items()} == {
+        "demo-0": ("demo-0", 0, ("demo-0", "demo-1", "demo-2")),
+        "demo-1": ("demo-1", 0, ("demo-1", "demo-2", "demo-0")),
+        "demo-2": ("demo-2", 0, ("demo-2", "demo-0", "demo-1")),
+    }
+    assert table.topics["orders"].owners == ("demo-0", "demo-1", "demo-2", "demo-0")
+
+
+def test_a_reconcile_pass_keeps_the_controllers_leaders_and_generation():
+    """The failover controller writes leaders and epochs; the next pass must neither undo
+    them nor bump the generation (the text it would write is the same)."""
+    published = read_published("demo", dumps(build(spec=REPLICATED)))
+    table = parse_routing(json.loads(dumps(published.document)))
+    logs = dict(table.logs)
+    logs["demo-1"] = type(logs["demo-1"])("demo-1", "demo-2", 4, logs["demo-1"].replicas)
+    promoted = table.with_logs(logs)
+    written = read_published("demo", dumps(promoted.to_json()))
+    owners = assign_partitions(REPLICATED.topics, 3, written.owners)
+    again = build_routing_document(
+        "demo", "ns1", REPLICATED, 3, owners, 0, "cluster.local",
+        written.document["topics"], written.document["logs"],
+    )  # fmt: skip
+    again = with_generation(again, written)
+    assert again["generation"] == 2
+    assert again["logs"]["demo-1"] == {
+        "leader": "demo-2",
+        "epoch": 4,
+        "replicas": ["demo-1", "demo-2", "demo-0"],
+    }
+    assert dumps(again) == dumps(written.document)

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from storage_node.errors import CorruptData
+from storage_node.errors import CorruptData, InvalidArgument
 from storage_node.store import MessageIn, Store, TopicConfig
 from storage_node.store.columnar import ReadBatch
 from storage_node.store.types import Message
@@ -338,3 +338,46 @@ def test_reads_racing_appends_see_whole_consistent_prefixes() -> None:
             s.close()
         assert not errors, errors
         assert reads >= 5
+
+
+def test_fetch_columns_answers_each_partition_as_its_own_read() -> None:
+    """``Reads.fetch_columns`` reads several partitions through one memo of checked spans
+    (their rows share frames): each page equals that partition's own ``read_columns``, in
+    every file state, and a damaged frame is reported as the single read reports it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        s = Store.open(small_config(os.path.join(tmp, "d")))
+        try:
+            s.create_topic(TopicConfig("m", 3, "lz4"))
+            s.create_topic(TopicConfig("o", 1, "none"))
+            for b in range(30):
+                batch = [MessageIn(b"%d-%d" % (b, i) * (1 + i % 9), key=f"k{i}") for i in range(40)]
+                s.append("m", batch)
+                s.append("o", [MessageIn(b"other")])
+                if b == 10:
+                    s.seal_active()
+                    s.compact_now()
+            ends = s.partition_offsets("m")
+            for limits in ((10_000, 1 << 30), (7, 1 << 20), (500, 300)):
+                for starts in ({0: 0, 1: 0, 2: 0}, {2: 5, 0: None}, {1: ends[1][1]}):
+                    pages = s.reads.fetch_columns("m", starts, *limits)
+                    assert list(pages) == list(starts)
+                    for p, offset in starts.items():
+                        first = ends[p][0] if offset is None else offset
+                        alone = s.read_columns("m", p, first, *limits)
+                        assert as_messages(pages[p]) == as_messages(alone), (p, limits)
+                        assert pages[p].next_offset == alone.next_offset
+            with pytest.raises(InvalidArgument):
+                s.reads.fetch_columns("m", {3: 0})
+        finally:
+            s.close()
+    with tempfile.TemporaryDirectory() as tmp:
+        s, _res = _filled(tmp)
+        try:
+            _flip_in_frame_of(s, 200)
+            with pytest.raises(CorruptData) as alone:
+                s.read_columns("t", 0, 0, max_messages=10_000, max_bytes=1 << 30)
+            with pytest.raises(CorruptData) as fetched:
+                s.reads.fetch_columns("t", {0: 0}, 10_000, 1 << 30)
+            assert fetched.value.details == alone.value.details
+        finally:
+            s.close()

@@ -1,0 +1,78 @@
+"""Topic changes decided by the routing table itself: adding a topic (idempotent, refused when
+it clashes) and growing one (never shrinking). A refused change raises and leaves the table
+as it was."""
+
+from __future__ import annotations
+
+import pytest
+
+from storage_node.errors import InvalidArgument, TopicConflict
+from storage_node.store import TopicConfig
+from storage_node.store.topics import adds_partitions
+from storage_node.wire.routing_table import RoutingTable, new_local_table, parse_routing
+
+
+def _table() -> RoutingTable:
+    return new_local_table([(f"node-{i}", f"http://127.0.0.1:{7000 + i}") for i in range(3)])
+
+
+def test_adding_a_new_topic_spreads_it_as_with_topic_does() -> None:
+    table = _table()
+    added = table.adding_topic(TopicConfig("t", 3, "lz4", 24))
+    assert added is not None
+    assert added == table.with_topic("t", 3, "lz4", 24.0)
+    assert added.generation == table.generation + 1
+    assert added.topics["t"].owners == ("node-0", "node-1", "node-2")
+    assert added.topics["t"].retention_hours == 24.0
+
+
+def test_adding_a_topic_leaves_out_excluded_nodes() -> None:
+    added = _table().adding_topic(TopicConfig("t", 4, "none", 1.0), frozenset({"node-1"}))
+    assert added is not None
+    assert set(added.topics["t"].owners) == {"node-0", "node-2"}
+
+
+def test_adding_the_same_topic_again_changes_nothing() -> None:
+    table = _table().with_topic("t", 3, "lz4", 24.0)
+    assert table.adding_topic(TopicConfig("t", 3, "lz4", 24)) is None
+
+
+def test_a_topic_with_another_configuration_is_refused_and_the_table_kept() -> None:
+    table = _table().with_topic("t", 3, "lz4", 24.0)
+    before = table.to_json()
+    with pytest.raises(TopicConflict, match="exists with another configuration") as err:
+        table.adding_topic(TopicConfig("t", 4, "lz4", 24.0))
+    assert err.value.details["existing"] == {
+        "partitions": 3,
+        "compression": "lz4",
+        "retention_hours": 24.0,
+    }
+    assert table.to_json() == before
+
+
+def test_a_topic_still_being_deleted_is_refused() -> None:
+    table = _table().with_topic("t", 3, "lz4", 24.0).without_topic("t")
+    with pytest.raises(TopicConflict, match="have not deleted their copy") as err:
+        table.adding_topic(TopicConfig("t", 3, "lz4", 24.0))
+    assert err.value.details["pending_nodes"] == ["node-0", "node-1", "node-2"]
+    done = table.with_deletion_done("t", frozenset({"node-0", "node-1", "node-2"}))
+    assert done is not None and done.adding_topic(TopicConfig("t", 3, "lz4", 24.0)) is not None
+
+
+def test_topics_managed_elsewhere_are_declared_there() -> None:
+    doc = _table().to_json()
+    doc["managed_by"] = "operator"
+    table = parse_routing(doc)
+    with pytest.raises(TopicConflict, match="managed by the operator; declare 't' there"):
+        table.adding_topic(TopicConfig("t", 3, "lz4", 24.0))
+    with pytest.raises(TopicConflict, match="managed by the operator; change 't' there"):
+        table.check_managed("change 't'")
+    _table().check_managed("change 't'")  # a local cluster's nodes manage their topics
+
+
+def test_partitions_are_only_ever_added() -> None:
+    assert adds_partitions("t", 3, 5) is True
+    assert adds_partitions("t", 3, 3) is False
+    with pytest.raises(InvalidArgument, match="can only be added, not removed") as err:
+        adds_partitions("t", 3, 2)
+    assert err.value.details == {"topic": "t", "partitions": 3}
