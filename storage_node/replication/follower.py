@@ -91,6 +91,7 @@ class Follower:
         if epoch < hosted.fenced_epoch or hosted.role != "follower":
             return False  # a newer epoch is being decided: follow nobody meanwhile
         store = hosted.store
+        store.resume_after_write_error()  # a failed write of a copy: recover it in place
         if self.checked_epoch != epoch:
             resp = self._get("epoch-end", {"epoch": epoch, "of": hosted.epochs.latest}, 5.0)
             if resp.status_code != 200:

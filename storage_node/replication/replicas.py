@@ -44,6 +44,7 @@ class HostedLog:
         self.leader = ""
         self.fenced_epoch = 0  # a controller's fence: follow nobody older than this
         self.stale = False  # (leader) a follower knows a newer epoch: write nothing
+        self.shipped_end = 0  # (leader) the end of the bytes shipped under this epoch
         self.tracker: InSyncTracker | None = None
         self.follower: Follower | None = None
         self.lock = threading.Lock()
@@ -181,6 +182,7 @@ class LogHost:
         if hosted.follower is not None:
             hosted.follower.close()
             hosted.follower = None
+        hosted.store.resume_after_write_error()
         store = hosted.store
         store.log.flush()
         if not hosted.epochs.entries or hosted.epochs.latest < epoch:
@@ -192,11 +194,14 @@ class LogHost:
         store.set_node_ip(ip)  # message IDs keep the log's IP across failovers
         hosted.tracker = InSyncTracker(followers, min_in_sync)
         hosted.stale = False
+        hosted.shipped_end = 0
         hosted.leader, hosted.epoch, hosted.role = self.node_id, epoch, "leader"
         log.info("leading log %s at epoch %d from position %d", hosted.id, epoch, store.log.end)
 
     def _follow(self, hosted: HostedLog, leader: str, epoch: int) -> None:
         hosted.tracker = None
+        hosted.store.log.on_written = None
+        hosted.store.resume_after_write_error()
         hosted.leader, hosted.epoch, hosted.role = leader, epoch, "follower"
         if hosted.follower is None:
             hosted.follower = Follower(
@@ -261,6 +266,14 @@ class LogHost:
             raise NotOwner(f"this node does not lead log {log_id!r}", owner_id=leader)
         if hosted.stale:
             raise Fenced(f"log {log_id!r} has a newer leader epoch than {hosted.epoch}")
+        log_ = hosted.store.log
+        if log_.error is not None and hosted.shipped_end > log_.durable_end:
+            # A write failed after followers copied its bytes (shipping precedes the
+            # fsync): resuming here would write other bytes at positions they hold under
+            # the same epoch. The controller names a leader under a new epoch instead.
+            hosted.role = "recovering"
+            log.warning("log %s: a shipped write failed; waiting for a new epoch", log_id)
+            raise Unavailable(f"log {log_id!r} waits for its leader to be named", retry_after_s=1)
         return hosted
 
     def led_stores(self) -> list[Store]:

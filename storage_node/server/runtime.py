@@ -120,7 +120,6 @@ class NodeRuntime:
         tracker = hosted.tracker
         assert tracker is not None
         position = store.log.durable_end if store.log.sync_mode else store.log.end
-        tracker.grew()
         if not store.log.sync_mode:
             return tracker.copies(position)
         copies = await tracker.wait_copies(

@@ -209,13 +209,14 @@ class CommitLog(LogFlusher):
     _raw_cache: tuple[int, bytes] | None = None  # one inflated segment (read_raw)
 
     def read_raw(self, pos: int, max_bytes: int) -> tuple[int, bytes]:
-        """Durable log bytes from ``pos`` on, within one segment and at most ``max_bytes``
-        (a frame boundary must be given; the caller cuts at whole batches): (segment start,
-        bytes). Empty when ``pos`` is the durable end; OffsetOutOfRange outside the log."""
-        durable = self.durable_end
-        if pos < self.start_pos or pos > durable:
-            raise OffsetOutOfRange(f"log position {pos} is not held (durable end {durable})")
-        if pos == durable:
+        """Log bytes in files from ``pos`` on (``shippable_end``: their fsync may still be
+        running), within one segment and at most ``max_bytes`` (a frame boundary must be
+        given; the caller cuts at whole batches): (segment start, bytes). Empty at
+        ``shippable_end``; OffsetOutOfRange outside the log."""
+        written = self.shippable_end
+        if pos < self.start_pos or pos > written:
+            raise OffsetOutOfRange(f"log position {pos} is not held (written end {written})")
+        if pos == written:
             return pos, b""
         i = bisect.bisect_right(self.starts, pos) - 1
         if i < 0:
@@ -224,7 +225,7 @@ class CommitLog(LogFlusher):
         seg = self.segments.get(start)
         if seg is None:  # expired or swapped meanwhile
             return self.read_raw(pos, max_bytes)
-        end = min(durable, self.segment_end(start), pos + max_bytes)
+        end = min(written, self.segment_end(start), pos + max_bytes)
         try:
             if isinstance(seg, RawSegment):
                 data = os.pread(seg.fd(), end - pos, pos - start)
@@ -269,6 +270,7 @@ class CommitLog(LogFlusher):
         before it (expired), so the copy starts there."""
         if self.starts or self.end:
             raise InvalidArgument("only an empty log can start at another position")
-        self.end = self.written_end = self.durable_end = self.start_pos = pos
+        self.end = self.written_end = self.shippable_end = self.durable_end = pos
+        self.start_pos = pos
         self.fill_seg = pos
         self.fill_bytes = 0

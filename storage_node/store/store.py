@@ -109,7 +109,7 @@ class Store:
             self.topics,
             self.group_commit,
             self._check_open,
-            self._resume_after_write_error,
+            self.resume_after_write_error,
             lambda: self.log.backpressure(),
         )
         self.groups = ConsumerGroups(
@@ -142,7 +142,7 @@ class Store:
         """The newest store time handed out (store times never go back)."""
         return self.appender.last_store_ms
 
-    def _resume_after_write_error(self) -> None:
+    def resume_after_write_error(self) -> None:
         """After a failed flush (e.g. disk full): recover in place, as after a crash (see
         parts.py); if that fails too, the error is raised again and the next append retries."""
         if self.log.error is None:

@@ -3,11 +3,12 @@ validation, leader-epoch history, and the checks a follower makes on a shipment.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
 
-from storage_node.errors import CorruptData, Fenced, InvalidArgument
+from storage_node.errors import CorruptData, Fenced, InvalidArgument, OffsetOutOfRange
 from storage_node.replication.epochs import LeaderEpochs, check_epoch
 from storage_node.replication.shipping import check_shipment, read_shipment
 from storage_node.store import MessageIn, Store, StoreConfig, TopicConfig
@@ -96,6 +97,36 @@ def test_shipments_hold_whole_checked_batches(tmp_path: Path) -> None:
             check_shipment(bytes(damaged))
         with pytest.raises(CorruptData):
             check_shipment(shipped.data[:-3])
+    finally:
+        store.close()
+
+
+def test_written_bytes_ship_before_their_fsync_and_wake_the_fetches(tmp_path: Path) -> None:
+    # async mode writes at every flush and fsyncs once a minute here: the written bytes
+    # wait for their fsync, as a sync leader's bytes do while its fsync runs
+    config = StoreConfig(
+        data_dir=str(tmp_path),
+        lifecycle_interval_s=0,
+        flush_mode="async",
+        flush_max_age_ms=1,
+        async_fsync_interval_ms=60_000,
+    )
+    store = Store.open(config)
+    try:
+        woken = threading.Event()
+        store.log.on_written = woken.set
+        store.create_topic(TopicConfig(name="t", partitions=1))
+        store.append("t", [MessageIn(value=b"v%d" % j) for j in range(50)])
+        assert woken.wait(10), "the write did not call on_written"
+        log = store.log
+        assert log.durable_end < log.shippable_end == log.end
+        shipped = read_shipment(log, 0)
+        assert len(shipped.data) == log.shippable_end  # not yet durable, shipped all the same
+        assert check_shipment(shipped.data) >= 1
+        with pytest.raises(OffsetOutOfRange):
+            read_shipment(log, log.shippable_end + 1)
+        log.flush()
+        assert log.durable_end == log.shippable_end
     finally:
         store.close()
 
