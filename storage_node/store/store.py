@@ -15,6 +15,7 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,7 +33,7 @@ from storage_node.store.consumer_groups import ConsumerGroups
 from storage_node.store.directory_lock import DirectoryLock
 from storage_node.store.group_commit import GroupCommit
 from storage_node.store.maintenance import Maintenance
-from storage_node.store.offsets import OffsetStore
+from storage_node.store.offsets import OffsetStore, commit_frames
 from storage_node.store.parts import Parts, Shared
 from storage_node.store.pools import LazyPool
 from storage_node.store.reads import MAX_LOOKUP, MAX_READ_MESSAGES
@@ -96,6 +97,7 @@ class Store:
                     lambda: self.saved_checkpoint,
                     self._syncer.get,
                     lambda: purge_leftovers(self),
+                    self.offsets,
                 )
             )
         )
@@ -366,7 +368,19 @@ class Store:
         return self.reads.offset_for_timestamp(topic, partition, ts_ms)
 
     # ---- consumer offsets (consumer_groups.py) ------------------------------------------
-    def commit_offset(self, group: str, topic: str, partition: int, offset: int) -> None:
+    def commit_offset(
+        self, group: str, topic: str, partition: int, offset: int, in_log: bool = False
+    ) -> None:
+        """Commit a group's offset; ``in_log`` (a replicated log) also writes it into the
+        log, durable before this returns, so copies hold it (offsets.py)."""
+        self.groups.check(group, topic, partition, offset)
+        if in_log:
+            now_ms = max(int(time.time() * 1000), self.last_store_ms)
+            batch = commit_frames(group, topic, partition, offset, now_ms)
+            self.resume_after_write_error()
+            with self._lock:
+                positions = self.log.append(batch.pieces, batch.frame_sizes)
+            self.log.wait_durable(int(positions[-1] + batch.frame_sizes[-1]))
         self.groups.commit(group, topic, partition, offset)
 
     def consumer_groups(self) -> list[str]:

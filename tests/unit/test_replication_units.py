@@ -3,6 +3,7 @@ validation, leader-epoch history, and the checks a follower makes on a shipment.
 
 from __future__ import annotations
 
+import shutil
 import threading
 from pathlib import Path
 
@@ -139,3 +140,35 @@ def test_local_up_refuses_a_bad_replication_factor_and_changes_nothing(tmp_path:
         with pytest.raises(InvalidArgument):
             LocalCluster(target).up(nodes=nodes, replication_factor=factor, min_in_sync=min_in_sync)
         assert not target.exists()
+
+
+def test_offset_commits_in_a_log_reach_its_copy_and_come_back_on_replay(tmp_path: Path) -> None:
+    leader = Store.open(StoreConfig(data_dir=str(tmp_path / "a"), lifecycle_interval_s=0))
+    copy = Store.open(StoreConfig(data_dir=str(tmp_path / "b"), lifecycle_interval_s=0))
+    try:
+        for s in (leader, copy):
+            s.create_topic(TopicConfig(name="t", partitions=1))
+        leader.append("t", [MessageIn(value=b"v%d" % j) for j in range(10)])
+        leader.commit_offset("g", "t", 0, 4, in_log=True)
+        leader.commit_offset("g", "t", 0, 7, in_log=True)  # the newest commit wins
+        end = leader.log.end
+        with pytest.raises(OffsetOutOfRange):  # a bad commit changes nothing
+            leader.commit_offset("g", "t", 0, 11, in_log=True)
+        assert leader.log.end == end and leader.log.durable_end == end
+        assert leader.committed_offsets("g") == {"t": {0: 7}}
+        shipped = read_shipment(leader.log, 0)
+        copy.append_copied(shipped.data, 0, shipped.segment, check_shipment(shipped.data))
+        assert copy.committed_offsets("g") == {"t": {0: 7}}
+        assert copy.read("t", 0, 0, max_messages=100).next_offset == 10  # no extra messages
+    finally:
+        leader.close()
+        copy.close()
+    # the offsets file and the checkpoint lost: replay finds the commits in the log
+    shutil.rmtree(tmp_path / "b" / "offsets")
+    (tmp_path / "b" / "checkpoint").unlink()
+    again = Store.open(StoreConfig(data_dir=str(tmp_path / "b"), lifecycle_interval_s=0))
+    try:
+        assert again.committed_offsets("g") == {"t": {0: 7}}
+        assert again.read("t", 0, 0, max_messages=100).next_offset == 10
+    finally:
+        again.close()
