@@ -25,7 +25,7 @@ from storage_node.replication.epochs import LeaderEpochs, check_epoch
 from storage_node.replication.follower import Follower
 from storage_node.replication.insync import InSyncTracker
 from storage_node.store import Store, TopicConfig
-from storage_node.wire.routing_table import RoutingTable
+from storage_node.wire.routing_table import RoutingTable, TopicRoute
 
 log = logging.getLogger(__name__)
 LOG_INFO = "log.json"  # the IP the log's message IDs carry (kept across failovers)
@@ -86,6 +86,11 @@ class HostedLog:
             doc["lag_bytes"] = max(0, self.follower.leader_end - log_.end)
             doc["last_error"] = self.follower.last_error
         return doc
+
+
+def routed_topic(route: TopicRoute) -> TopicConfig:
+    """A topic of the routing table as a store creates it."""
+    return TopicConfig(name=route.name, **route.config_dict())
 
 
 def topic_configs(store: Store) -> dict[str, dict[str, Any]]:
@@ -245,14 +250,7 @@ class LogHost:
         if self.table is not None:
             for name, route in self.table.topics.items():
                 if name not in store.topics.topics:
-                    store.create_topic(
-                        TopicConfig(
-                            name=name,
-                            partitions=route.partitions,
-                            compression=route.compression,
-                            retention_hours=route.retention_hours,
-                        )
-                    )
+                    store.create_topic(routed_topic(route))
         hosted.store = store
 
     # -- requests -----------------------------------------------------------------------

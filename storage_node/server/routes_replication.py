@@ -74,18 +74,18 @@ async def fetch(request: web.Request) -> web.Response:
     deadline = time.monotonic() + wait_ms / 1000
     while True:
         grew = tracker.data
-        shipment = await rt.in_thread(shipping.read_shipment, log, position)
+        segment, data = await rt.in_thread(log.read_frames, position, shipping.FETCH_BYTES)
         left = deadline - time.monotonic()
-        if shipment.data or left <= 0 or hosted.stale or hosted.role != "leader":
+        if data or left <= 0 or hosted.stale or hosted.role != "leader":
             break
         try:  # the leader's writes wake us; the timeout only looks at its role again
             await asyncio.wait_for(grew.wait(), min(left, ROLE_CHECK_S))
         except TimeoutError:
             pass
-    hosted.shipped_end = max(hosted.shipped_end, position + len(shipment.data))
+    hosted.shipped_end = max(hosted.shipped_end, position + len(data))
     headers = {
         shipping.H_POSITION: str(position),
-        shipping.H_SEGMENT: str(shipment.segment),
+        shipping.H_SEGMENT: str(segment),
         shipping.H_EPOCH: str(hosted.epoch),
         shipping.H_EPOCHS: json.dumps(hosted.epochs.entries),
         shipping.H_DURABLE_END: str(log.durable_end),
@@ -96,7 +96,7 @@ async def fetch(request: web.Request) -> web.Response:
         headers[shipping.H_NODE_IP] = ip
     if topics != len(hosted.store.topics.topics):
         headers[shipping.H_TOPICS] = json.dumps(topic_configs(hosted.store))
-    return web.Response(body=shipment.data, headers=headers, content_type=shipping.CONTENT_TYPE)
+    return web.Response(body=data, headers=headers, content_type=shipping.CONTENT_TYPE)
 
 
 async def epoch_end(request: web.Request) -> web.Response:

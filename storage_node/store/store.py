@@ -309,13 +309,13 @@ class Store:
         return self.appends.submit_packed(topic, batch, *args, **kwargs)
 
     # ---- replication hooks (storage_node/replication) ---------------------------------
-    def append_copied(self, data: bytes, pos: int, seg: int, frames: int) -> None:
-        """(A follower's copy of this log.) Write ``data``, whole checked frames copied from
-        the leader at exactly ``pos`` in its segment ``seg``, index them as recovery would,
-        and return once they are durable."""
+    def append_copied(self, data: bytes, pos: int, seg: int) -> None:
+        """(A follower's copy of this log.) Write ``data``, whole batches copied from the
+        leader at exactly ``pos`` in its segment ``seg`` (checked first: CorruptData), index
+        them as recovery would, and return once they are durable."""
         self._check_open()
         with self._lock:
-            self.log.append_raw(data, pos, seg, frames)
+            self.log.append_frames(data, pos, seg)
             self.parts.index_copied(data, pos)
         self.log.wait_durable(pos + len(data))
 

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from storage_node.errors import CorruptData, Fenced, InvalidArgument, OffsetOutOfRange
+from storage_node.formats.record import check_frames
 from storage_node.replication.epochs import LeaderEpochs, check_epoch
-from storage_node.replication.shipping import check_shipment, read_shipment
+from storage_node.replication.shipping import FETCH_BYTES
 from storage_node.store import MessageIn, Store, StoreConfig, TopicConfig
 from storage_node.wire.routing_table import new_local_table, parse_routing
 
@@ -86,18 +87,18 @@ def test_shipments_hold_whole_checked_batches(tmp_path: Path) -> None:
         store.create_topic(TopicConfig(name="t", partitions=1))
         for i in range(3):
             store.append("t", [MessageIn(value=b"v%d" % j, key=f"k{i}-{j}") for j in range(50)])
-        shipped = read_shipment(store.log, 0)
-        assert len(shipped.data) == store.log.durable_end
-        assert check_shipment(shipped.data) >= 3
-        part = read_shipment(store.log, 0, max_bytes=len(shipped.data) - 1)
-        assert 0 < len(part.data) < len(shipped.data)  # cut back to the last whole batch
-        check_shipment(part.data)
-        damaged = bytearray(shipped.data)
+        _seg, shipped = store.log.read_frames(0, FETCH_BYTES)
+        assert len(shipped) == store.log.durable_end
+        assert check_frames(shipped) >= 3
+        _seg, part = store.log.read_frames(0, len(shipped) - 1)
+        assert 0 < len(part) < len(shipped)  # cut back to the last whole batch
+        check_frames(part)
+        damaged = bytearray(shipped)
         damaged[40] ^= 0xFF
         with pytest.raises(CorruptData):
-            check_shipment(bytes(damaged))
+            check_frames(bytes(damaged))
         with pytest.raises(CorruptData):
-            check_shipment(shipped.data[:-3])
+            check_frames(shipped[:-3])
     finally:
         store.close()
 
@@ -121,11 +122,11 @@ def test_written_bytes_ship_before_their_fsync_and_wake_the_fetches(tmp_path: Pa
         assert woken.wait(10), "the write did not call on_written"
         log = store.log
         assert log.durable_end < log.shippable_end == log.end
-        shipped = read_shipment(log, 0)
-        assert len(shipped.data) == log.shippable_end  # not yet durable, shipped all the same
-        assert check_shipment(shipped.data) >= 1
+        _seg, shipped = log.read_frames(0, FETCH_BYTES)
+        assert len(shipped) == log.shippable_end  # not yet durable, shipped all the same
+        assert check_frames(shipped) >= 1
         with pytest.raises(OffsetOutOfRange):
-            read_shipment(log, log.shippable_end + 1)
+            log.read_frames(log.shippable_end + 1, FETCH_BYTES)
         log.flush()
         assert log.durable_end == log.shippable_end
     finally:
@@ -156,8 +157,8 @@ def test_offset_commits_in_a_log_reach_its_copy_and_come_back_on_replay(tmp_path
             leader.commit_offset("g", "t", 0, 11, in_log=True)
         assert leader.log.end == end and leader.log.durable_end == end
         assert leader.committed_offsets("g") == {"t": {0: 7}}
-        shipped = read_shipment(leader.log, 0)
-        copy.append_copied(shipped.data, 0, shipped.segment, check_shipment(shipped.data))
+        segment, shipped = leader.log.read_frames(0, FETCH_BYTES)
+        copy.append_copied(shipped, 0, segment)
         assert copy.committed_offsets("g") == {"t": {0: 7}}
         assert copy.read("t", 0, 0, max_messages=100).next_offset == 10  # no extra messages
     finally:
