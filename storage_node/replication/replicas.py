@@ -11,12 +11,14 @@ and stops copy loops.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import json
 import logging
 import os
 import shutil
 import threading
 from typing import Any
+from urllib.parse import urlsplit
 
 from storage_node.backend.files import atomic_write
 from storage_node.errors import Fenced, NotOwner, Unavailable
@@ -193,8 +195,8 @@ class LogHost:
         if not hosted.epochs.entries or hosted.epochs.latest < epoch:
             hosted.epochs.begin(epoch, store.log.end)
         ip = hosted.node_ip()
-        if ip is None:
-            ip = self.config.node_ip
+        if ip is None:  # a copy that never heard from a leader (promoted empty)
+            ip = self._home_ip(hosted.id) or self.config.node_ip
             hosted.remember_node_ip(ip)
         store.set_node_ip(ip)  # message IDs keep the log's IP across failovers
         hosted.tracker = InSyncTracker(followers, min_in_sync)
@@ -219,6 +221,21 @@ class LogHost:
             )
             hosted.follower.start()
         log.info("following log %s led by %s at epoch %d", hosted.id, leader, epoch)
+
+    def _home_ip(self, log_id: str) -> str | None:
+        """The IP of the node a log is named after, where its address says it alone: the
+        IP the log's first leader gave its message IDs. Another log's IP (this node's own)
+        would hand out IDs that log hands out too."""
+        if log_id == self.node_id or self.table is None:
+            return None
+        hosts = {n.id: urlsplit(n.address).hostname or "" for n in self.table.nodes}
+        home = hosts.get(log_id)
+        if not home or list(hosts.values()).count(home) != 1:
+            return None
+        try:
+            return str(ipaddress.IPv4Address(home))
+        except ValueError:
+            return None
 
     def _address_of(self, node_id: str) -> str | None:
         table = self.table

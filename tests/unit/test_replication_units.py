@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from storage_node.cli.local import free_port
 from storage_node.errors import CorruptData, Fenced, InvalidArgument, OffsetOutOfRange
 from storage_node.formats.record import check_frames
 from storage_node.replication.epochs import LeaderEpochs, check_epoch
+from storage_node.replication.replicas import LogHost
 from storage_node.replication.shipping import FETCH_BYTES
 from storage_node.store import MessageIn, Store, StoreConfig, TopicConfig
 from storage_node.wire.routing_table import new_local_table, parse_routing
@@ -173,3 +175,24 @@ def test_offset_commits_in_a_log_reach_its_copy_and_come_back_on_replay(tmp_path
         assert again.read("t", 0, 0, max_messages=100).next_offset == 10
     finally:
         again.close()
+
+
+def test_a_copy_promoted_before_it_heard_from_a_leader_keeps_its_logs_ip(tmp_path: Path) -> None:
+    # the leader of node-0's log died before node-1's copy fetched anything (so it never
+    # learned the log's IP); node-1's own log gives IDs with node-1's IP, so node-0's log
+    # must not: it takes node-0's IP from the routing table
+    nodes = [(f"node-{i}", f"http://127.0.0.{i + 1}:{free_port()}") for i in range(3)]
+    table = new_local_table(nodes, 3).with_topic("t", 3, "lz4", 1.0)
+    config = StoreConfig(data_dir=str(tmp_path), lifecycle_interval_s=0, node_ip="127.0.0.2")
+    host = LogHost("node-1", str(tmp_path), config, {}, False)
+    try:
+        host.apply(table)  # follows node-0's and node-2's logs (their leaders are down)
+        routes = dict(table.logs)
+        old = routes["node-0"]
+        routes["node-0"] = type(old)("node-0", "node-1", old.epoch + 3, old.replicas)
+        host.apply(table.with_logs(routes))
+        led = host.logs["node-0"]
+        assert led.role == "leader" and led.node_ip() == "127.0.0.1"
+        assert led.store.node_ip != host.logs["node-1"].store.node_ip
+    finally:
+        host.close()
