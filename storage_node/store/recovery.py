@@ -15,6 +15,9 @@ After a clean shutdown (the checkpoint's ``clean`` flag) nothing is rescanned. O
 Like Kafka's LogLoader, ``LogLoader`` is handed what it fills in (the commit log, the
 indexes, the idempotency table, the topics) and returns what it found (``Loaded``: the
 report, the last store time); it knows nothing of the store that owns those parts.
+
+Over 400 lines on purpose: the four recovery steps above run in order over the same
+folders and must be read together to see that a crash at any point recovers exactly.
 """
 
 from __future__ import annotations
