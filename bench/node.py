@@ -497,6 +497,20 @@ def inprocess_read(workdir: Path, reads: int) -> tuple[float, float]:
         store.close()
 
 
+def _wait_in_sync(address: str, log_id: str, factor: int, timeout_s: float = 60.0) -> None:
+    """Until the controller named the log's leader and every copy is in sync: measured
+    appends must not race a new cluster's first leader election."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        doc = requests.get(f"{address}/v1/replication/status", timeout=5).json()
+        state = doc.get("logs", {}).get(log_id)
+        if state is None or (state["role"] == "leader" and state.get("in_sync", 1) >= factor):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"log {log_id} not led and in sync after {timeout_s}s: {state}")
+        time.sleep(0.05)
+
+
 def _replicated_run(
     workdir: Path, factor: int, messages: int, batch: int, connections: int
 ) -> tuple[float, float | None]:
@@ -510,6 +524,7 @@ def _replicated_run(
     try:
         client = Client(cluster.addresses[0])
         client.create_topic("bench", partitions=3)  # partition 0 is node-0's log
+        _wait_in_sync(cluster.addresses[0], "node-0", factor)
         vals, ks = values(messages, 2), keys(messages)
         bodies = [
             encode_batch(

@@ -7,6 +7,9 @@ partition only when asked with ``--keep``). Lines are sent in batches of at most
 ``--batch-size`` messages and ``--batch-bytes`` bytes, and a batch waits at most
 ``--linger-ms`` for more lines (streams are stored as they come). A run that stops early
 says how many lines are stored and how to resume (``--skip N``).
+
+Over 400 lines on purpose: one command; its input formats, batching by count, bytes and
+time, and the resume report share one read loop and are used by nothing else.
 """
 
 from __future__ import annotations

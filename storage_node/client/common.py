@@ -1,6 +1,9 @@
 """What the sync and asyncio clients share: errors, routing cache, partitioning, batching.
 
 Transport-free on purpose: the two clients differ only in how they send requests.
+
+Over 400 lines on purpose: the state both clients share (routing cache, partitioner,
+batch packing) is one object graph; splitting it would make each client import it back.
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ Every operation is a generator that yields steps (``Call`` an HTTP request, ``Sl
 and the asyncio ``AsyncClient`` only carry the steps out. A failed ``Call`` is thrown back
 into the generator as the server's typed error, so retry and redirect rules read as plain
 ``try``/``except`` here and exist nowhere else.
+
+Over 400 lines on purpose: every client operation's logic lives here once (the point of
+the module); each is a short generator, and the retry/redirect rules are shared by all.
 """
 
 from __future__ import annotations

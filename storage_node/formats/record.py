@@ -26,6 +26,9 @@ CRC-32.
 Over 400 lines on purpose: the frame layout, its encoder, its decoder and the one walker of
 a run of frames (recovery's scan and replay, the segment readers, log shipping) are one
 format; kept together, a layout change touches one file.
+
+Over 400 lines on purpose: one on-disk format (like LevelDB's ``log_format.h`` with its
+writer and reader): encoder, decoder, frame walker and checks must change together.
 """
 
 from __future__ import annotations
@@ -302,6 +305,24 @@ def check_frame(buf: bytes | memoryview, off: int, available: int) -> int:
     return size
 
 
+def check_frames(data: bytes | memoryview) -> int:
+    """The number of frames in ``data``; CorruptData unless every frame is whole and passes
+    its CRC and the last one ends a batch (bytes copied from another log)."""
+    off = 0
+    frames = 0
+    last_flags = FLAG_BATCH_END
+    while off < len(data):
+        size = check_frame(data, off, len(data) - off)
+        if size <= 0:
+            raise CorruptData(f"a copied frame at byte {off} is torn or fails its CRC")
+        last_flags = frame_flags(data, off)
+        off += size
+        frames += 1
+    if not last_flags & FLAG_BATCH_END:
+        raise CorruptData("copied frames end inside a batch")
+    return frames
+
+
 def frame_flags(buf: bytes | memoryview, off: int) -> int:
     return buf[off + 9]
 
@@ -437,8 +458,9 @@ def scan_frames(data: bytes | memoryview, start: int = 0) -> tuple[int, list[int
     return end, corrupt
 
 
-def last_batch_end(data: bytes | memoryview, start: int, end: int) -> int:
-    """End of the last whole batch among the frames in ``[start, end)``, or ``start``.
+def last_batch_end(data: bytes | memoryview, start: int, end: int, first: bool = False) -> int:
+    """End of the last (``first``: the first) whole batch among the frames in
+    ``[start, end)``, or ``start``.
 
     ``start`` must be a batch boundary (a checkpoint position or a segment start).
     """
@@ -450,6 +472,8 @@ def last_batch_end(data: bytes | memoryview, start: int, end: int) -> int:
             break
         if frame_flags(data, off) & FLAG_BATCH_END:
             last = off + size
+            if first:
+                break
         off += size
     return last
 

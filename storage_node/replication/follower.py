@@ -91,6 +91,7 @@ class Follower:
         if epoch < hosted.fenced_epoch or hosted.role != "follower":
             return False  # a newer epoch is being decided: follow nobody meanwhile
         store = hosted.store
+        store.resume_after_write_error()  # a failed write of a copy: recover it in place
         if self.checked_epoch != epoch:
             resp = self._get("epoch-end", {"epoch": epoch, "of": hosted.epochs.latest}, 5.0)
             if resp.status_code != 200:
@@ -131,9 +132,8 @@ class Follower:
         if h.get(shipping.H_NODE_IP):
             hosted.remember_node_ip(h[shipping.H_NODE_IP])
         data = resp.content
-        if data:
-            frames = shipping.check_shipment(data)
-            store.append_copied(data, position, int(h[shipping.H_SEGMENT]), frames)
+        if data:  # checked by the log before anything is written
+            store.append_copied(data, position, int(h[shipping.H_SEGMENT]))
         history = json.loads(h.get(shipping.H_EPOCHS, "[]"))
         hosted.epochs.replace([(int(e), int(p)) for e, p in history])
         return True

@@ -34,9 +34,11 @@ class InSyncTracker:
         self.max_lag_s = max_lag_s
         self._changed = asyncio.Event()  # replaced at every acknowledgement
         self.data = asyncio.Event()  # replaced whenever the leader's log grows
+        self._loop: asyncio.AbstractEventLoop | None = None  # the fetches' (``ack``)
 
     def ack(self, follower: str, position: int, leader_end: int) -> None:
         """(Event loop.) A fetch from ``position``: everything below it is durable there."""
+        self._loop = asyncio.get_running_loop()
         state = self.followers.setdefault(follower, FollowerState())
         now = time.monotonic()
         state.acked = position  # lower after a truncation: it holds less now
@@ -47,9 +49,16 @@ class InSyncTracker:
         event.set()
 
     def grew(self) -> None:
-        """(Event loop.) The leader's durable log grew: wake waiting fetches."""
+        """(Event loop.) The leader's log grew in its files: wake waiting fetches."""
         event, self.data = self.data, asyncio.Event()
         event.set()
+
+    def grew_elsewhere(self) -> None:
+        """(Any thread: the commit log's ``on_written``.) ``grew`` on the fetches' loop, as
+        soon as bytes are written, so followers copy them while the leader's fsync runs."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self.grew)
 
     def in_sync(self, leader_end: int) -> list[str]:
         now = time.monotonic()

@@ -11,12 +11,14 @@ and stops copy loops.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import json
 import logging
 import os
 import shutil
 import threading
 from typing import Any
+from urllib.parse import urlsplit
 
 from storage_node.backend.files import atomic_write
 from storage_node.errors import Fenced, NotOwner, Unavailable
@@ -25,7 +27,7 @@ from storage_node.replication.epochs import LeaderEpochs, check_epoch
 from storage_node.replication.follower import Follower
 from storage_node.replication.insync import InSyncTracker
 from storage_node.store import Store, TopicConfig
-from storage_node.wire.routing_table import RoutingTable
+from storage_node.wire.routing_table import RoutingTable, TopicRoute
 
 log = logging.getLogger(__name__)
 LOG_INFO = "log.json"  # the IP the log's message IDs carry (kept across failovers)
@@ -44,6 +46,7 @@ class HostedLog:
         self.leader = ""
         self.fenced_epoch = 0  # a controller's fence: follow nobody older than this
         self.stale = False  # (leader) a follower knows a newer epoch: write nothing
+        self.shipped_end = 0  # (leader) the end of the bytes shipped under this epoch
         self.tracker: InSyncTracker | None = None
         self.follower: Follower | None = None
         self.lock = threading.Lock()
@@ -86,6 +89,11 @@ class HostedLog:
             doc["lag_bytes"] = max(0, self.follower.leader_end - log_.end)
             doc["last_error"] = self.follower.last_error
         return doc
+
+
+def routed_topic(route: TopicRoute) -> TopicConfig:
+    """A topic of the routing table as a store creates it."""
+    return TopicConfig(name=route.name, **route.config_dict())
 
 
 def topic_configs(store: Store) -> dict[str, dict[str, Any]]:
@@ -182,22 +190,26 @@ class LogHost:
         if hosted.follower is not None:
             hosted.follower.close()
             hosted.follower = None
+        hosted.store.resume_after_write_error()
         store = hosted.store
         store.log.flush()
         if not hosted.epochs.entries or hosted.epochs.latest < epoch:
             hosted.epochs.begin(epoch, store.log.end)
         ip = hosted.node_ip()
-        if ip is None:
-            ip = self.config.node_ip
+        if ip is None:  # a copy that never heard from a leader (promoted empty)
+            ip = self._home_ip(hosted.id) or self.config.node_ip
             hosted.remember_node_ip(ip)
         store.set_node_ip(ip)  # message IDs keep the log's IP across failovers
         hosted.tracker = InSyncTracker(followers, min_in_sync)
         hosted.stale = False
+        hosted.shipped_end = 0
         hosted.leader, hosted.epoch, hosted.role = self.node_id, epoch, "leader"
         log.info("leading log %s at epoch %d from position %d", hosted.id, epoch, store.log.end)
 
     def _follow(self, hosted: HostedLog, leader: str, epoch: int) -> None:
         hosted.tracker = None
+        hosted.store.log.on_written = None
+        hosted.store.resume_after_write_error()
         hosted.leader, hosted.epoch, hosted.role = leader, epoch, "follower"
         if hosted.follower is None:
             hosted.follower = Follower(
@@ -210,6 +222,21 @@ class LogHost:
             )
             hosted.follower.start()
         log.info("following log %s led by %s at epoch %d", hosted.id, leader, epoch)
+
+    def _home_ip(self, log_id: str) -> str | None:
+        """The IP of the node a log is named after, where its address says it alone: the
+        IP the log's first leader gave its message IDs. Another log's IP (this node's own)
+        would hand out IDs that log hands out too."""
+        if log_id == self.node_id or self.table is None:
+            return None
+        hosts = {n.id: urlsplit(n.address).hostname or "" for n in self.table.nodes}
+        home = hosts.get(log_id)
+        if not home or list(hosts.values()).count(home) != 1:
+            return None
+        try:
+            return str(ipaddress.IPv4Address(home))
+        except ValueError:
+            return None
 
     def _address_of(self, node_id: str) -> str | None:
         table = self.table
@@ -241,14 +268,7 @@ class LogHost:
         if self.table is not None:
             for name, route in self.table.topics.items():
                 if name not in store.topics.topics:
-                    store.create_topic(
-                        TopicConfig(
-                            name=name,
-                            partitions=route.partitions,
-                            compression=route.compression,
-                            retention_hours=route.retention_hours,
-                        )
-                    )
+                    store.create_topic(routed_topic(route))
         hosted.store = store
 
     # -- requests -----------------------------------------------------------------------
@@ -262,6 +282,14 @@ class LogHost:
             raise NotOwner(f"this node does not lead log {log_id!r}", owner_id=leader)
         if hosted.stale:
             raise Fenced(f"log {log_id!r} has a newer leader epoch than {hosted.epoch}")
+        log_ = hosted.store.log
+        if log_.error is not None and hosted.shipped_end > log_.durable_end:
+            # A write failed after followers copied its bytes (shipping precedes the
+            # fsync): resuming here would write other bytes at positions they hold under
+            # the same epoch. The controller names a leader under a new epoch instead.
+            hosted.role = "recovering"
+            log.warning("log %s: a shipped write failed; waiting for a new epoch", log_id)
+            raise Unavailable(f"log {log_id!r} waits for its leader to be named", retry_after_s=1)
         return hosted
 
     def led_stores(self) -> list[Store]:

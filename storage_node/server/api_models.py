@@ -4,6 +4,9 @@ OpenAPI document (``openapi.py``) takes its schemas from them, so the two cannot
 Answers on the hot paths (append results, read pages, key lookups) are still formatted by
 hand in ``message_json``; the models here describe their shape for the document and the
 conformance tests, and cost those paths nothing.
+
+Over 400 lines on purpose: every JSON body of the API in one place, which is what lets
+the OpenAPI document be generated from a single module; each model is a few lines.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from storage_node.errors import InvalidArgument
+from storage_node.replication.shipping import H_COPIES
 from storage_node.server.api_models import OffsetCommit, parse
 from storage_node.server.app_keys import runtime_of
 from storage_node.server.params import group_param, json_body, scope_param
@@ -24,9 +25,13 @@ async def commit_offset(request: web.Request) -> web.Response:
     rt.routing.check_owner(topic, partition)
     rt.require_writable()
     store = rt.store_for(topic, partition)
-    await rt.in_thread(store.commit_offset, group, topic, partition, offset)
+    # a replicated log writes the commit into the log, so its copies hold it (failover)
+    in_log = rt.routing.log_of(topic, partition) is not None and rt.replicas is not None
+    await rt.in_thread(store.commit_offset, group, topic, partition, offset, in_log)
+    copies = await rt.replicated(topic, partition, store)
     return web.json_response(
-        {"group": group, "topic": topic, "partition": partition, "offset": offset}
+        {"group": group, "topic": topic, "partition": partition, "offset": offset},
+        headers={H_COPIES: str(copies)} if copies is not None else None,
     )
 
 
@@ -38,11 +43,11 @@ async def committed_offsets(request: web.Request) -> web.Response:
     if topic is not None:
         check_topic_name(topic)
         await get_topic_config(rt, topic)
-    store = rt.require_store()
-    local = await rt.in_thread(store.committed_offsets, group, topic)
-    offsets: dict[str, dict[str, int]] = {
-        t: {str(p): o for p, o in parts.items()} for t, parts in local.items()
-    }
+    offsets: dict[str, dict[str, int]] = {}
+    for store in rt.read_stores():  # with replicated logs: every log this node leads
+        local = await rt.in_thread(store.committed_offsets, group, topic)
+        for t, parts in local.items():
+            offsets.setdefault(t, {}).update({str(p): o for p, o in parts.items()})
     unreachable: list[str] = []
     if scope == "cluster":
         params = {"scope": "local"}
@@ -58,8 +63,9 @@ async def committed_offsets(request: web.Request) -> web.Response:
 async def list_groups(request: web.Request) -> web.Response:
     rt = runtime_of(request)
     scope = scope_param(request)
-    store = rt.require_store()
-    groups = set(await rt.in_thread(store.consumer_groups))
+    groups: set[str] = set()
+    for store in rt.read_stores():
+        groups.update(await rt.in_thread(store.consumer_groups))
     unreachable: list[str] = []
     if scope == "cluster":
         answers, unreachable = await peer_documents(rt, "/v1/consumer-groups", {"scope": "local"})

@@ -23,6 +23,7 @@ from storage_node.server.params import json_body, query_int
 from storage_node.wire.routing_table import parse_routing
 
 MAX_WAIT_MS = 10_000
+ROLE_CHECK_S = 0.5  # a waiting fetch looks whether this node still leads
 
 
 def _host(request: web.Request) -> LogHost:
@@ -59,29 +60,33 @@ async def fetch(request: web.Request) -> web.Response:
     tracker = hosted.tracker
     assert tracker is not None
     log = hosted.store.log
-    if position > log.durable_end:
+    if position > log.shippable_end:
         raise InvalidArgument(
-            f"the copy of log {log_id!r} ends at {position}, past the leader's {log.durable_end}"
+            f"the copy of log {log_id!r} ends at {position}, past the leader's {log.shippable_end}"
         )
     if position < log.start_pos:
         raise OffsetOutOfRange(
             f"log {log_id!r} starts at {log.start_pos} now", log_start=log.start_pos
         )
     tracker.ack(follower, position, log.durable_end)
+    # bytes are shipped once written, before the leader's own fsync ends: the two disks work
+    # at once; an append is still answered only after both (docs/REPLICATION.md)
+    log.on_written = tracker.grew_elsewhere
     deadline = time.monotonic() + wait_ms / 1000
     while True:
         grew = tracker.data
-        shipment = await rt.in_thread(shipping.read_shipment, log, position)
+        segment, data = await rt.in_thread(log.read_frames, position, shipping.FETCH_BYTES)
         left = deadline - time.monotonic()
-        if shipment.data or left <= 0 or hosted.stale or hosted.role != "leader":
+        if data or left <= 0 or hosted.stale or hosted.role != "leader":
             break
-        try:  # appends wake us; async-mode fsyncs are looked for every 50 ms
-            await asyncio.wait_for(grew.wait(), min(left, 0.05))
+        try:  # the leader's writes wake us; the timeout only looks at its role again
+            await asyncio.wait_for(grew.wait(), min(left, ROLE_CHECK_S))
         except TimeoutError:
             pass
+    hosted.shipped_end = max(hosted.shipped_end, position + len(data))
     headers = {
         shipping.H_POSITION: str(position),
-        shipping.H_SEGMENT: str(shipment.segment),
+        shipping.H_SEGMENT: str(segment),
         shipping.H_EPOCH: str(hosted.epoch),
         shipping.H_EPOCHS: json.dumps(hosted.epochs.entries),
         shipping.H_DURABLE_END: str(log.durable_end),
@@ -92,7 +97,7 @@ async def fetch(request: web.Request) -> web.Response:
         headers[shipping.H_NODE_IP] = ip
     if topics != len(hosted.store.topics.topics):
         headers[shipping.H_TOPICS] = json.dumps(topic_configs(hosted.store))
-    return web.Response(body=shipment.data, headers=headers, content_type=shipping.CONTENT_TYPE)
+    return web.Response(body=data, headers=headers, content_type=shipping.CONTENT_TYPE)
 
 
 async def epoch_end(request: web.Request) -> web.Response:
@@ -105,7 +110,7 @@ async def epoch_end(request: web.Request) -> web.Response:
         raise InvalidArgument("give epoch (the caller's) and of (the epoch asked about)")
     hosted = host.led(log_id)
     check_epoch(epoch, hosted.epoch, "an epoch-end request")
-    end = hosted.epochs.end_of(of, hosted.store.log.durable_end)
+    end = hosted.epochs.end_of(of, hosted.store.log.shippable_end)
     return web.json_response({"log": log_id, "epoch": hosted.epoch, "end": end})
 
 

@@ -18,7 +18,7 @@ import aiohttp
 
 from storage_node.errors import DiskFull, MsgStoreError, Unavailable, UnknownTopic
 from storage_node.formats.partitioning import RoundRobin
-from storage_node.replication.replicas import LogHost
+from storage_node.replication.replicas import LogHost, routed_topic, topic_configs
 from storage_node.server.routing_state import RoutingState
 from storage_node.server.settings import NodeSettings
 from storage_node.tls import client_context
@@ -78,16 +78,8 @@ class NodeRuntime:
 
     # -- store access -------------------------------------------------------------------
     def _local_topics(self) -> dict[str, dict[str, Any]]:
-        if self.store is None:
-            return {}
-        return {
-            t.name: {
-                "partitions": t.partitions,
-                "compression": t.compression,
-                "retention_hours": t.retention_hours,
-            }
-            for t in self.store.list_topics()
-        }
+        store = self.store
+        return {} if store is None else topic_configs(store)
 
     def require_store(self) -> Any:
         """The open store, or 503 while recovering/closing."""
@@ -120,7 +112,6 @@ class NodeRuntime:
         tracker = hosted.tracker
         assert tracker is not None
         position = store.log.durable_end if store.log.sync_mode else store.log.end
-        tracker.grew()
         if not store.log.sync_mode:
             return tracker.copies(position)
         copies = await tracker.wait_copies(
@@ -164,8 +155,6 @@ class NodeRuntime:
         """Create every topic of the routing table in the local store (blocking)."""
         if self.store is None or self.routing.standalone:
             return
-        from storage_node.store import TopicConfig
-
         table = self.routing.table
         deleted = frozenset(
             name
@@ -189,14 +178,7 @@ class NodeRuntime:
                         log.error("cannot add partitions to routed topic %s: %s", name, exc)
                     continue
                 try:
-                    store.create_topic(
-                        TopicConfig(
-                            name=name,
-                            partitions=route.partitions,
-                            compression=route.compression,
-                            retention_hours=route.retention_hours,
-                        )
-                    )
+                    store.create_topic(routed_topic(route))
                 except MsgStoreError as exc:
                     log.error("cannot create routed topic %s: %s", name, exc)
         for name in deleted:

@@ -11,8 +11,8 @@ What other parts use is a method or a documented attribute: the append path (``a
 ``wait_durable``, ``backpressure``, ``abandon``, ``error``), readers (``read``, ``span``,
 ``keep_frame``), recovery (``install``, ``set_end``, ``truncate_to``, ``read_segment``), the
 lifecycle (``install``, ``remove``, ``is_sealed``, ``segment_end``) and log shipping
-(``read_frames``, ``append_frames``, ``truncate_to``; replicated logs use ``read_raw``,
-``append_raw`` and ``restart_at``, which keep a leader's segment boundaries).
+(``read_frames`` out, ``append_frames`` in at the same positions and segment boundaries,
+``restart_at`` for an empty copy, ``truncate_to`` to cut a divergent tail).
 """
 
 from __future__ import annotations
@@ -21,21 +21,20 @@ import bisect
 import os
 import time
 
-import numpy as np
-
 from storage_node.backend.files import fsync_dir
 from storage_node.errors import InvalidArgument, OffsetOutOfRange, Unavailable
 from storage_node.formats.record import (
     Record,
+    check_frames,
     decode_row,
     frame_offset_of_row,
-    iter_frames,
+    last_batch_end,
     verified_frame,
 )
 from storage_node.formats.segment_name import segment_name
 from storage_node.store.log_flusher import NO_SPACE_ERRNOS, LogFlusher
 from storage_node.store.log_state import FRAME_CACHE, Chunk
-from storage_node.store.segment_readers import RawSegment
+from storage_node.store.segment_readers import RawSegment, SegmentHandle
 
 __all__ = ["NO_SPACE_ERRNOS", "CommitLog"]
 
@@ -56,11 +55,7 @@ class CommitLog(LogFlusher):
             buf, off = hit
             where = f"at log position {pos}"
         else:
-            starts = self.starts
-            i = bisect.bisect_right(starts, pos) - 1
-            if i < 0:
-                raise OffsetOutOfRange(f"log position {pos} is not held")
-            seg = self.segments.get(starts[i])
+            seg = self._segment_at(pos)
             if seg is None:  # swapped or expired meanwhile
                 return self.read(pos)
             try:
@@ -87,11 +82,7 @@ class CommitLog(LogFlusher):
         if hit is not None:
             buf, off = hit
             return buf, pos - off, "in the write cache"
-        starts = self.starts
-        i = bisect.bisect_right(starts, pos) - 1
-        if i < 0:
-            raise OffsetOutOfRange(f"log position {pos} is not held")
-        seg = self.segments.get(starts[i])
+        seg = self._segment_at(pos)
         if seg is None:  # swapped or expired meanwhile
             return self.span(pos, want_end)
         rel = pos - seg.start
@@ -106,6 +97,15 @@ class CommitLog(LogFlusher):
                 raise
             return self.span(pos, want_end)  # compacted or expired meanwhile
         return buf, seg.start + lo, f"{seg.state} segment {segment_name(seg.start)}"
+
+    def _segment_at(self, pos: int) -> SegmentHandle | None:
+        """The segment holding ``pos`` (None if it was swapped or expired meanwhile: ask
+        again); OffsetOutOfRange before the first one."""
+        starts = self.starts
+        i = bisect.bisect_right(starts, pos) - 1
+        if i < 0:
+            raise OffsetOutOfRange(f"log position {pos} is not held")
+        return self.segments.get(starts[i])
 
     def read_segment(self, start: int) -> bytes:
         """The raw bytes of the segment that starts at ``start`` (decompressed, every block
@@ -123,36 +123,7 @@ class CommitLog(LogFlusher):
         """Remember a checked frame for the next read (a tailing consumer reads it again)."""
         self._frames = [*self._frames[-(FRAME_CACHE - 1) :], (start, start + len(frame), frame)]
 
-    # ---- log shipping ----------------------------------------------------------------
-    def read_frames(self, pos: int, max_bytes: int) -> bytes:
-        """Whole, checked frames from ``pos`` (a frame boundary) on, up to ``max_bytes`` (at
-        least one frame) and never past the end of ``pos``'s segment or compressed block:
-        the log's bytes as they are, for shipping to another log. ``b""`` at the end."""
-        if pos == self.end:
-            return b""
-        if pos < self.start_pos or pos > self.end:
-            raise OffsetOutOfRange(f"log position {pos} is not held")
-        hit = self._cached(pos)
-        if hit is not None:
-            buf, off = hit
-            where = "in the write cache"
-        else:
-            i = bisect.bisect_right(self.starts, pos) - 1
-            seg = self.segments[self.starts[i]]
-            where = f"{seg.state} segment {segment_name(seg.start)}"
-            if isinstance(seg, RawSegment):
-                buf, off = seg.frames_at(pos - seg.start, max_bytes), 0
-            else:  # a compressed block holds whole frames
-                buf, off = seg.record_view(pos - seg.start)
-        end = off
-        for frame_off, size in iter_frames(buf, off):
-            if frame_off != end or (end > off and frame_off + size - off > max_bytes):
-                break
-            end = frame_off + size
-        if end == off:
-            verified_frame(buf, off, f"at log position {pos} ({where})")  # raises CorruptData
-        return bytes(buf[off:end])
-
+    # ---- log shipping and recovery ---------------------------------------------------
     def truncate_to(self, pos: int) -> int:
         """Cut the log back to ``pos``, a frame boundary at or after the first unsealed byte
         that must go: recovery's torn tail, or a replica's divergent suffix. Everything
@@ -196,35 +167,33 @@ class CommitLog(LogFlusher):
             self._sync_asked = min(self._sync_asked, pos)
         return removed
 
-    def append_frames(self, data: bytes) -> np.ndarray:
-        """Append whole frames as they are (log shipping): every frame is checked first and
-        nothing is written unless all are whole and valid. Returns each frame's position;
-        the derived indexes are the caller's (as recovery's replay builds them)."""
-        sizes = [size for _off, size in iter_frames(data)]
-        if not sizes or sum(sizes) != len(data):
-            raise InvalidArgument("append_frames takes whole, valid record frames")
-        return self.append(bytes(data), np.asarray(sizes, dtype=np.int64))
+    _raw_cache: tuple[int, bytes] | None = None  # one inflated segment (read_frames)
 
-    # ---- replication: durable bytes out, a leader's bytes in at their positions --------
-    _raw_cache: tuple[int, bytes] | None = None  # one inflated segment (read_raw)
+    def read_frames(self, pos: int, max_bytes: int) -> tuple[int, bytes]:
+        """Log bytes as they are, for another log to copy: whole batches from ``pos`` (a
+        batch boundary) on, within one segment, as many as fit ``max_bytes`` (a bigger
+        batch comes whole), and only bytes in files (``shippable_end``: their fsync may
+        still be running): (segment start, bytes). Empty at ``shippable_end``, or when a
+        batch goes on into the next segment; OffsetOutOfRange outside the log."""
+        start, data = self._file_bytes(pos, max_bytes)
+        cut = last_batch_end(data, 0, len(data))
+        if cut == 0 and data:  # a batch bigger than ``max_bytes``: that batch alone
+            start, data = self._file_bytes(pos, self.segment_end(start) - pos)
+            cut = last_batch_end(data, 0, len(data), first=True)
+        return start, data[:cut]
 
-    def read_raw(self, pos: int, max_bytes: int) -> tuple[int, bytes]:
-        """Durable log bytes from ``pos`` on, within one segment and at most ``max_bytes``
-        (a frame boundary must be given; the caller cuts at whole batches): (segment start,
-        bytes). Empty when ``pos`` is the durable end; OffsetOutOfRange outside the log."""
-        durable = self.durable_end
-        if pos < self.start_pos or pos > durable:
-            raise OffsetOutOfRange(f"log position {pos} is not held (durable end {durable})")
-        if pos == durable:
+    def _file_bytes(self, pos: int, max_bytes: int) -> tuple[int, bytes]:
+        """Bytes in files from ``pos`` on, within one segment, at most ``max_bytes``."""
+        written = self.shippable_end
+        if pos < self.start_pos or pos > written:
+            raise OffsetOutOfRange(f"log position {pos} is not held (written end {written})")
+        if pos == written:
             return pos, b""
-        i = bisect.bisect_right(self.starts, pos) - 1
-        if i < 0:
-            raise OffsetOutOfRange(f"log position {pos} is not held")
-        start = self.starts[i]
-        seg = self.segments.get(start)
+        seg = self._segment_at(pos)
         if seg is None:  # expired or swapped meanwhile
-            return self.read_raw(pos, max_bytes)
-        end = min(durable, self.segment_end(start), pos + max_bytes)
+            return self._file_bytes(pos, max_bytes)
+        start = seg.start
+        end = min(written, self.segment_end(start), pos + max_bytes)
         try:
             if isinstance(seg, RawSegment):
                 data = os.pread(seg.fd(), end - pos, pos - start)
@@ -236,13 +205,18 @@ class CommitLog(LogFlusher):
         except FileNotFoundError:
             if self.segments.get(start) is seg:
                 raise
-            return self.read_raw(pos, max_bytes)  # compacted or expired meanwhile
+            return self._file_bytes(pos, max_bytes)  # compacted or expired meanwhile
         return start, data
 
-    def append_raw(self, data: bytes, pos: int, seg: int, count: int) -> None:
-        """(A follower, append lock held.) Queue ``data``, whole checked frames copied from
-        the leader's log, at exactly ``pos`` in the leader's segment ``seg``: the copy keeps
-        the leader's positions and segment boundaries byte for byte."""
+    def append_frames(self, data: bytes, pos: int, seg: int) -> int:
+        """(A copy of another log, append lock held.) Queue ``data``, whole batches read
+        from that log (``read_frames``), at exactly ``pos`` in its segment ``seg``: the copy
+        keeps the other log's positions and segment boundaries byte for byte. Every frame
+        is checked first (CorruptData) and nothing is written unless all pass. Returns the
+        number of frames; the derived indexes are the caller's (as recovery builds them)."""
+        if not data:
+            raise InvalidArgument("append_frames takes at least one whole batch")
+        count = check_frames(data)
         if self._error is not None:
             raise self._error
         if self._closing:
@@ -263,12 +237,14 @@ class CommitLog(LogFlusher):
             self.end = pos + len(data)
             if self._should_flush_locked():
                 self._kick.notify()
+        return count
 
     def restart_at(self, pos: int) -> None:
         """(An empty follower log.) Begin at ``pos``: the leader no longer holds anything
         before it (expired), so the copy starts there."""
         if self.starts or self.end:
             raise InvalidArgument("only an empty log can start at another position")
-        self.end = self.written_end = self.durable_end = self.start_pos = pos
+        self.end = self.written_end = self.shippable_end = self.durable_end = pos
+        self.start_pos = pos
         self.fill_seg = pos
         self.fill_bytes = 0

@@ -31,7 +31,8 @@ class ConsumerGroups:
         self.partition = partition
         self.check_open = check_open
 
-    def commit(self, group: str, topic: str, partition: int, offset: int) -> None:
+    def check(self, group: str, topic: str, partition: int, offset: int) -> None:
+        """Refuse a bad commit before anything is written (names, partition, offset)."""
         self.check_open()
         check_name("group", group)
         _cfg, q = self.partition(topic, partition)
@@ -41,6 +42,9 @@ class ConsumerGroups:
                 f"offset {offset} is beyond next offset {q.next_offset} of {topic}/{partition}",
                 next_offset=q.next_offset,
             )
+
+    def commit(self, group: str, topic: str, partition: int, offset: int) -> None:
+        self.check(group, topic, partition, offset)
         self.offsets.commit(group, topic, int(partition), offset)
 
     def groups(self) -> list[str]:

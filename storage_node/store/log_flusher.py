@@ -197,6 +197,7 @@ class LogFlusher(WriteCache):
         try:
             self._write_chunks(batch, touched, sync_now)
         except BaseException:  # OSError, or an interruption: the batch is answered failed
+            self.shippable_end = self.written_end
             for fd_seg, size in touched:
                 path = os.path.join(self.dirs["unsealed"], segment_name(fd_seg))
                 try:
@@ -240,9 +241,21 @@ class LogFlusher(WriteCache):
                 start_writeback(fd, batch[i].pos - seg, want)
             self.stats["bytes_written"] += want
             i = j
+        if batch:
+            self.shippable_end = batch[-1].pos + batch[-1].size
+            self._tell_written()
         if sync_now and self._write_fd is not None:
             os.fsync(self._write_fd)
             self.stats["fsyncs"] += 1
+
+    def _tell_written(self) -> None:
+        """Run the ``on_written`` hook; its failure is not the write's."""
+        hook = self.on_written
+        if hook is not None:
+            try:
+                hook()
+            except Exception:  # noqa: BLE001 - a waker must never fail a write
+                pass
 
     def _open_for_write(self, seg: int) -> int:
         if self._write_fd is not None:

@@ -14,6 +14,7 @@ import bisect
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from storage_node.backend.files import ensure_dir
@@ -68,8 +69,14 @@ class LogState:
         self.retired: list[tuple[float, SegmentHandle]] = []
         self.start_pos = 0  # first position still held (expiry raises it)
         self.end = 0  # next position to hand out (includes the cache)
-        self.written_end = 0  # bytes below this are in files
+        self.written_end = 0  # bytes below this are in files and their flush finished
+        # bytes below this are in files, their fsync perhaps still running: what a
+        # replicated log ships before its own fsync ends (docs/REPLICATION.md)
+        self.shippable_end = 0
         self.durable_end = 0  # bytes below this are fsynced
+        # called (on the writing thread, no lock held) once bytes reached the files, before
+        # their fsync: a replicated leader wakes its followers' fetches with it
+        self.on_written: Callable[[], None] | None = None
         self.fill_seg = 0  # segment the next append goes to
         self.fill_bytes = 0
         # one mutex, three wait queues: producers waiting for durability or room, the flusher
@@ -138,7 +145,7 @@ class LogState:
 
     def set_end(self, end: int) -> None:
         """After recovery: the log ends at ``end`` and the last unsealed segment is active."""
-        self.end = self.written_end = self.durable_end = end
+        self.end = self.written_end = self.shippable_end = self.durable_end = end
         if self.starts and isinstance(self.segments[self.starts[-1]], RawSegment):
             self.fill_seg = self.starts[-1]
             self.fill_bytes = end - self.fill_seg

@@ -1,4 +1,9 @@
-"""Committed consumer offsets per (group, topic, partition), one JSON file per group."""
+"""Committed consumer offsets per (group, topic, partition), one JSON file per group.
+
+A replicated log also writes each commit into the log as a record of ``OFFSETS_TOPIC``
+(``commit_frames``): copies apply it as they index the bytes (``commits_in``), recovery
+applies it again on replay, so a failover's new leader holds every acknowledged commit.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,35 @@ import json
 import os
 import threading
 
+import numpy as np
+
 from storage_node.backend.files import atomic_write, ensure_dir, fsync_dir, remove_file
+from storage_node.formats.packed import PackedColumn
+from storage_node.formats.record import EncodedBatch, decode_frame, encode_frames
+
+# No topic can be named so (``~`` breaks the name rule): its records are never indexed,
+# listed or read as messages.
+OFFSETS_TOPIC = "~offsets"
+
+
+def commit_frames(group: str, topic: str, partition: int, offset: int, now_ms: int) -> EncodedBatch:
+    """One offset commit as a one-record batch of ``OFFSETS_TOPIC`` for the log."""
+    value = json.dumps([group, topic, partition, offset]).encode()
+    none = PackedColumn.of_bytes([None])
+    zero = np.zeros(1, dtype=np.int64)
+    return encode_frames(
+        OFFSETS_TOPIC.encode(), zero, zero, now_ms, now_ms, none, none,
+        PackedColumn.of_bytes([b""]), PackedColumn.of_bytes([value]),
+    )  # fmt: skip
+
+
+def commits_in(frame: bytes | memoryview) -> list[tuple[str, str, int, int]]:
+    """The (group, topic, partition, offset) commits of one ``OFFSETS_TOPIC`` frame."""
+    commits = []
+    for _row, record in decode_frame(frame):
+        group, topic, partition, offset = json.loads(record.value)
+        commits.append((str(group), str(topic), int(partition), int(offset)))
+    return commits
 
 
 class OffsetStore:

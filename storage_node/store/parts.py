@@ -28,6 +28,7 @@ from storage_node.store.key_index_set import KeyIndexSet
 from storage_node.store.lifecycle import Lifecycle
 from storage_node.store.maintenance import count_error
 from storage_node.store.msg_id_index import MsgIdIndexes
+from storage_node.store.offsets import OffsetStore
 from storage_node.store.queues import PartitionQueues
 from storage_node.store.reads import Reads
 from storage_node.store.recovery import LogLoader
@@ -51,6 +52,7 @@ class Shared:
     saved_checkpoint: Callable[[], Checkpoint | None]
     sync_pool: Callable[[], concurrent.futures.ThreadPoolExecutor]
     purge_deleted: Callable[[], list[str]]  # leftovers of deleted topics (topic_admin.py)
+    offsets: OffsetStore  # takes the offset commits a replicated log holds as records
 
 
 class Parts:
@@ -129,6 +131,7 @@ class Parts:
             self.dedup,
             s.topics,
             s.objects,
+            s.offsets,
         )
 
     def load(self) -> None:

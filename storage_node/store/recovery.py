@@ -15,6 +15,9 @@ After a clean shutdown (the checkpoint's ``clean`` flag) nothing is rescanned. O
 Like Kafka's LogLoader, ``LogLoader`` is handed what it fills in (the commit log, the
 indexes, the idempotency table, the topics) and returns what it found (``Loaded``: the
 report, the last store time); it knows nothing of the store that owns those parts.
+
+Over 400 lines on purpose: the four recovery steps above run in order over the same
+folders and must be read together to see that a crash at any point recovers exactly.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from storage_node.store.commitlog import CommitLog
 from storage_node.store.dedup import DedupTable
 from storage_node.store.key_index_set import KeyIndexSet, is_index_name, name_begin_pos
 from storage_node.store.msg_id_index import MsgIdIndexes
+from storage_node.store.offsets import OFFSETS_TOPIC, OffsetStore, commits_in
 from storage_node.store.queues import PartitionQueues
 from storage_node.store.segment_readers import (
     BlockSegment,
@@ -123,7 +127,9 @@ class LogLoader:
         dedup: DedupTable,
         topics: TopicRegistry,
         objects: ObjectStore,
+        offsets: OffsetStore | None = None,
     ) -> None:
+        """``offsets`` takes the offset commits found in the log (replicated logs)."""
         self.root = root
         self.checkpoint_path = checkpoint_path
         self.log = log
@@ -133,6 +139,7 @@ class LogLoader:
         self.dedup = dedup
         self.topics = topics
         self.objects = objects
+        self.offsets = offsets
         self.report = RecoveryReport()
         self.last_store_ms = 0
 
@@ -303,10 +310,21 @@ class LogLoader:
         self.dedup.end_replay()  # copies end at whole batches: the next one starts afresh
         return count
 
+    def _apply_commits(self, frames: list[tuple[memoryview, int, FrameHeader]]) -> int:
+        """Offset commits written into the log: applied again in log order (the newest
+        wins), those of topics no longer held skipped."""
+        for frame, _pos, _header in frames:
+            for group, topic, partition, offset in commits_in(frame):
+                if self.offsets is not None and topic in self.topics.topics:
+                    self.offsets.commit(group, topic, partition, offset)
+        return sum(h.count for _f, _p, h in frames)
+
     def _index_frames(self, frames: list[tuple[memoryview, int, FrameHeader]], covered: int) -> int:
         """Index verified frames of one batch (log positions given) as its append did."""
         first = frames[0][2]
         topic = first.topic.decode()
+        if topic == OFFSETS_TOPIC:
+            return self._apply_commits(frames)
         floor = self.topics.floor(topic)
         if frames[0][1] < floor:  # records of a deleted incarnation are never indexed again
             live = [f for f in frames if f[1] >= floor]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 from storage_node.backend.files import ensure_dir
 from storage_node.backend.objectstore import ObjectStore, open_object_store
@@ -29,7 +30,7 @@ from storage_node.store.consumer_groups import ConsumerGroups
 from storage_node.store.directory_lock import DirectoryLock
 from storage_node.store.group_commit import GroupCommit
 from storage_node.store.maintenance import Maintenance
-from storage_node.store.offsets import OffsetStore
+from storage_node.store.offsets import OffsetStore, commit_frames
 from storage_node.store.parts import Parts, Shared
 from storage_node.store.pools import LazyPool
 from storage_node.store.reads import MAX_LOOKUP, MAX_READ_MESSAGES
@@ -90,6 +91,7 @@ class Store:
                     lambda: self.saved_checkpoint,
                     self._syncer.get,
                     lambda: purge_leftovers(self),
+                    self.offsets,
                 )
             )
         )
@@ -103,7 +105,7 @@ class Store:
             self.topics,
             self.group_commit,
             self._check_open,
-            self._resume_after_write_error,
+            self.resume_after_write_error,
             lambda: self.log.backpressure(),
         )
         # The append entry points are the Appends part's own (their contracts are there).
@@ -143,7 +145,7 @@ class Store:
         """The newest store time handed out (store times never go back)."""
         return self.appender.last_store_ms
 
-    def _resume_after_write_error(self) -> None:
+    def resume_after_write_error(self) -> None:
         """After a failed flush (e.g. disk full): recover in place, as after a crash (see
         parts.py); if that fails too, the error is raised again and the next append retries."""
         if self.log.error is None:
@@ -233,13 +235,13 @@ class Store:
         return self.reads.partition_offsets(topic)
 
     # ---- replication hooks (storage_node/replication) ---------------------------------
-    def append_copied(self, data: bytes, pos: int, seg: int, frames: int) -> None:
-        """(A follower's copy of this log.) Write ``data``, whole checked frames copied from
-        the leader at exactly ``pos`` in its segment ``seg``, index them as recovery would,
-        and return once they are durable."""
+    def append_copied(self, data: bytes, pos: int, seg: int) -> None:
+        """(A follower's copy of this log.) Write ``data``, whole batches copied from the
+        leader at exactly ``pos`` in its segment ``seg`` (checked first: CorruptData), index
+        them as recovery would, and return once they are durable."""
         self._check_open()
         with self._lock:
-            self.log.append_raw(data, pos, seg, frames)
+            self.log.append_frames(data, pos, seg)
             self.parts.index_copied(data, pos)
         self.log.wait_durable(pos + len(data))
 
@@ -292,7 +294,19 @@ class Store:
         return self.reads.offset_for_timestamp(topic, partition, ts_ms)
 
     # ---- consumer offsets (consumer_groups.py) ------------------------------------------
-    def commit_offset(self, group: str, topic: str, partition: int, offset: int) -> None:
+    def commit_offset(
+        self, group: str, topic: str, partition: int, offset: int, in_log: bool = False
+    ) -> None:
+        """Commit a group's offset; ``in_log`` (a replicated log) also writes it into the
+        log, durable before this returns, so copies hold it (offsets.py)."""
+        self.groups.check(group, topic, partition, offset)
+        if in_log:
+            now_ms = max(int(time.time() * 1000), self.last_store_ms)
+            batch = commit_frames(group, topic, partition, offset, now_ms)
+            self.resume_after_write_error()
+            with self._lock:
+                positions = self.log.append(batch.pieces, batch.frame_sizes)
+            self.log.wait_durable(int(positions[-1] + batch.frame_sizes[-1]))
         self.groups.commit(group, topic, partition, offset)
 
     def consumer_groups(self) -> list[str]:

@@ -88,14 +88,7 @@ def shop(kind_cluster: KindCluster, operator_release: str) -> Shop:
     )
     shop = Shop(cluster, NAMESPACE, STORE)
     started = time.monotonic()
-    cluster.wait_until(
-        lambda: all(
-            shop.kubectl("get", kind, f"{STORE}-{what}", check=False).returncode == 0
-            for kind, what in (("secret", "token"), ("configmap", "ca"))
-        ),
-        "the store's token Secret and CA ConfigMap",
-        timeout=180,
-    )
+    shop.wait_credentials()
     shop.kubectl("apply", "-f", "-", input=json.dumps(client_pod_manifest(NAMESPACE, STORE)))
     shop.kubectl(
         "wait", "--for=condition=Ready", f"pod/{CLIENT_POD}", "--timeout=180s", timeout=200

@@ -106,6 +106,17 @@ class Shop:
         assert proc.returncode == 0, f"workload failed ({proc.returncode}):\n{out}\n{err}"
         return json.loads(out.strip().splitlines()[-1])
 
+    def wait_credentials(self) -> None:
+        """Until the operator made the store's token Secret and CA ConfigMap."""
+        self.cluster.wait_until(
+            lambda: all(
+                self.kubectl("get", kind, f"{self.store}-{what}", check=False).returncode == 0
+                for kind, what in (("secret", "token"), ("configmap", "ca"))
+            ),
+            f"the token Secret and CA ConfigMap of {self.store}",
+            timeout=180,
+        )
+
     def node_pods(self) -> list[dict[str, Any]]:
         selector = f"app.kubernetes.io/instance={self.store},app.kubernetes.io/component=node"
         return list(self.get("pods", "-l", selector)["items"])

@@ -50,14 +50,7 @@ def ledger(kind_cluster: KindCluster, shop: Shop) -> Iterator[Shop]:
     store = Shop(kind_cluster, NAMESPACE, STORE, client=CLIENT)
     started = time.monotonic()
     store.kubectl("apply", "-f", "-", input=json.dumps(_manifest()))
-    kind_cluster.wait_until(
-        lambda: all(
-            store.kubectl("get", kind, f"{STORE}-{what}", check=False).returncode == 0
-            for kind, what in (("secret", "token"), ("configmap", "ca"))
-        ),
-        "the ledger's token Secret and CA ConfigMap",
-        timeout=180,
-    )
+    store.wait_credentials()
     pod = client_pod_manifest(NAMESPACE, STORE, name=CLIENT)
     store.kubectl("apply", "-f", "-", input=json.dumps(pod))
     store.kubectl("wait", "--for=condition=Ready", f"pod/{CLIENT}", "--timeout=180s", timeout=200)

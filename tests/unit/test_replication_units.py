@@ -3,13 +3,18 @@ validation, leader-epoch history, and the checks a follower makes on a shipment.
 
 from __future__ import annotations
 
+import shutil
+import threading
 from pathlib import Path
 
 import pytest
 
-from storage_node.errors import CorruptData, Fenced, InvalidArgument
+from storage_node.cli.local import free_port
+from storage_node.errors import CorruptData, Fenced, InvalidArgument, OffsetOutOfRange
+from storage_node.formats.record import check_frames
 from storage_node.replication.epochs import LeaderEpochs, check_epoch
-from storage_node.replication.shipping import check_shipment, read_shipment
+from storage_node.replication.replicas import LogHost
+from storage_node.replication.shipping import FETCH_BYTES
 from storage_node.store import MessageIn, Store, StoreConfig, TopicConfig
 from storage_node.wire.routing_table import new_local_table, parse_routing
 
@@ -84,18 +89,48 @@ def test_shipments_hold_whole_checked_batches(tmp_path: Path) -> None:
         store.create_topic(TopicConfig(name="t", partitions=1))
         for i in range(3):
             store.append("t", [MessageIn(value=b"v%d" % j, key=f"k{i}-{j}") for j in range(50)])
-        shipped = read_shipment(store.log, 0)
-        assert len(shipped.data) == store.log.durable_end
-        assert check_shipment(shipped.data) >= 3
-        part = read_shipment(store.log, 0, max_bytes=len(shipped.data) - 1)
-        assert 0 < len(part.data) < len(shipped.data)  # cut back to the last whole batch
-        check_shipment(part.data)
-        damaged = bytearray(shipped.data)
+        _seg, shipped = store.log.read_frames(0, FETCH_BYTES)
+        assert len(shipped) == store.log.durable_end
+        assert check_frames(shipped) >= 3
+        _seg, part = store.log.read_frames(0, len(shipped) - 1)
+        assert 0 < len(part) < len(shipped)  # cut back to the last whole batch
+        check_frames(part)
+        damaged = bytearray(shipped)
         damaged[40] ^= 0xFF
         with pytest.raises(CorruptData):
-            check_shipment(bytes(damaged))
+            check_frames(bytes(damaged))
         with pytest.raises(CorruptData):
-            check_shipment(shipped.data[:-3])
+            check_frames(shipped[:-3])
+    finally:
+        store.close()
+
+
+def test_written_bytes_ship_before_their_fsync_and_wake_the_fetches(tmp_path: Path) -> None:
+    # async mode writes at every flush and fsyncs once a minute here: the written bytes
+    # wait for their fsync, as a sync leader's bytes do while its fsync runs
+    config = StoreConfig(
+        data_dir=str(tmp_path),
+        lifecycle_interval_s=0,
+        flush_mode="async",
+        flush_max_age_ms=1,
+        async_fsync_interval_ms=60_000,
+    )
+    store = Store.open(config)
+    try:
+        woken = threading.Event()
+        store.log.on_written = woken.set
+        store.create_topic(TopicConfig(name="t", partitions=1))
+        store.append("t", [MessageIn(value=b"v%d" % j) for j in range(50)])
+        assert woken.wait(10), "the write did not call on_written"
+        log = store.log
+        assert log.durable_end < log.shippable_end == log.end
+        _seg, shipped = log.read_frames(0, FETCH_BYTES)
+        assert len(shipped) == log.shippable_end  # not yet durable, shipped all the same
+        assert check_frames(shipped) >= 1
+        with pytest.raises(OffsetOutOfRange):
+            log.read_frames(log.shippable_end + 1, FETCH_BYTES)
+        log.flush()
+        assert log.durable_end == log.shippable_end
     finally:
         store.close()
 
@@ -108,3 +143,56 @@ def test_local_up_refuses_a_bad_replication_factor_and_changes_nothing(tmp_path:
         with pytest.raises(InvalidArgument):
             LocalCluster(target).up(nodes=nodes, replication_factor=factor, min_in_sync=min_in_sync)
         assert not target.exists()
+
+
+def test_offset_commits_in_a_log_reach_its_copy_and_come_back_on_replay(tmp_path: Path) -> None:
+    leader = Store.open(StoreConfig(data_dir=str(tmp_path / "a"), lifecycle_interval_s=0))
+    copy = Store.open(StoreConfig(data_dir=str(tmp_path / "b"), lifecycle_interval_s=0))
+    try:
+        for s in (leader, copy):
+            s.create_topic(TopicConfig(name="t", partitions=1))
+        leader.append("t", [MessageIn(value=b"v%d" % j) for j in range(10)])
+        leader.commit_offset("g", "t", 0, 4, in_log=True)
+        leader.commit_offset("g", "t", 0, 7, in_log=True)  # the newest commit wins
+        end = leader.log.end
+        with pytest.raises(OffsetOutOfRange):  # a bad commit changes nothing
+            leader.commit_offset("g", "t", 0, 11, in_log=True)
+        assert leader.log.end == end and leader.log.durable_end == end
+        assert leader.committed_offsets("g") == {"t": {0: 7}}
+        segment, shipped = leader.log.read_frames(0, FETCH_BYTES)
+        copy.append_copied(shipped, 0, segment)
+        assert copy.committed_offsets("g") == {"t": {0: 7}}
+        assert copy.read("t", 0, 0, max_messages=100).next_offset == 10  # no extra messages
+    finally:
+        leader.close()
+        copy.close()
+    # the offsets file and the checkpoint lost: replay finds the commits in the log
+    shutil.rmtree(tmp_path / "b" / "offsets")
+    (tmp_path / "b" / "checkpoint").unlink()
+    again = Store.open(StoreConfig(data_dir=str(tmp_path / "b"), lifecycle_interval_s=0))
+    try:
+        assert again.committed_offsets("g") == {"t": {0: 7}}
+        assert again.read("t", 0, 0, max_messages=100).next_offset == 10
+    finally:
+        again.close()
+
+
+def test_a_copy_promoted_before_it_heard_from_a_leader_keeps_its_logs_ip(tmp_path: Path) -> None:
+    # the leader of node-0's log died before node-1's copy fetched anything (so it never
+    # learned the log's IP); node-1's own log gives IDs with node-1's IP, so node-0's log
+    # must not: it takes node-0's IP from the routing table
+    nodes = [(f"node-{i}", f"http://127.0.0.{i + 1}:{free_port()}") for i in range(3)]
+    table = new_local_table(nodes, 3).with_topic("t", 3, "lz4", 1.0)
+    config = StoreConfig(data_dir=str(tmp_path), lifecycle_interval_s=0, node_ip="127.0.0.2")
+    host = LogHost("node-1", str(tmp_path), config, {}, False)
+    try:
+        host.apply(table)  # follows node-0's and node-2's logs (their leaders are down)
+        routes = dict(table.logs)
+        old = routes["node-0"]
+        routes["node-0"] = type(old)("node-0", "node-1", old.epoch + 3, old.replicas)
+        host.apply(table.with_logs(routes))
+        led = host.logs["node-0"]
+        assert led.role == "leader" and led.node_ip() == "127.0.0.1"
+        assert led.store.node_ip != host.logs["node-1"].store.node_ip
+    finally:
+        host.close()

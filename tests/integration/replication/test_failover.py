@@ -14,7 +14,14 @@ import pytest
 import requests
 
 from tests.integration.replication.netns_cluster import NetnsCluster
-from tests.integration.replication.workload import TOPIC, Model, Producers, check_model
+from tests.integration.replication.workload import (
+    PARTITIONS,
+    TOPIC,
+    Model,
+    Producers,
+    check_model,
+    get_json,
+)
 
 
 def _leader_of(cluster: NetnsCluster, log_id: str) -> str:
@@ -192,3 +199,41 @@ def test_random_faults(cluster: NetnsCluster) -> None:
     producers.finish()
     counts = check_model(cluster.routing_file, model)
     _report("random_faults", {**counts, "rounds": rounds, "faults": kinds})
+
+
+def test_committed_offsets_survive_failover(cluster: NetnsCluster) -> None:
+    model = Model()
+    producers = Producers(cluster.routing_file, model)
+    producers.start()
+    time.sleep(2)
+    producers.finish()
+    table = cluster.table()
+    leader = _leader_of(cluster, "node-0")
+    parts = [p for p in range(PARTITIONS) if table.topics[TOPIC].owners[p] == "node-0"]
+    ends = {
+        p: 1 + max((o for q, o, _i in model.acked.values() if q == p), default=-1) for p in parts
+    }
+    url = cluster.address(leader) + "/v1/consumer-groups/g1/offsets"
+    for p, end in ends.items():
+        for offset in (end // 2, end):  # the newest commit wins, also on the copies
+            resp = requests.post(url, json={"topic": TOPIC, "partition": p, "offset": offset})
+            assert resp.status_code == 200, resp.text
+            assert int(resp.headers["X-Msgstore-Copies"]) >= 2
+    # a bad commit is refused and changes nothing
+    bad = requests.post(url, json={"topic": TOPIC, "partition": parts[0], "offset": 10**9})
+    assert bad.status_code == 400, bad.text
+    cluster.kill(leader)
+    new = _wait_new_leader(cluster, "node-0", leader)
+    deadline = time.monotonic() + 30
+    while cluster.status(new)["logs"]["node-0"]["role"] != "leader":  # the table applied
+        assert time.monotonic() < deadline, cluster.log_tail(new)
+        time.sleep(0.05)
+    doc = get_json(cluster.address(new) + "/v1/consumer-groups/g1/offsets", {"topic": TOPIC})
+    assert doc["offsets"] == {TOPIC: {str(p): end for p, end in ends.items()}}
+    groups = get_json(cluster.address(new) + "/v1/consumer-groups", {"scope": "local"})
+    assert "g1" in groups["groups"]
+    cluster.restart(leader)  # returns as a follower; the new leader still answers
+    cluster.wait_in_sync()
+    doc = get_json(cluster.address(new) + "/v1/consumer-groups/g1/offsets", {"topic": TOPIC})
+    assert doc["offsets"] == {TOPIC: {str(p): end for p, end in ends.items()}}
+    _report("committed_offsets_failover", {"partitions": len(ends), "new_leader": new})

@@ -110,7 +110,7 @@ class Producers:
             time.sleep(0.1)
 
 
-def _get(url: str, params: dict[str, Any] | None = None) -> Any:
+def get_json(url: str, params: dict[str, Any] | None = None) -> Any:
     """GET, waiting (30 s at most) while a node has not yet loaded a new routing table
     (421) or waits for its leader to be named (503), as a client would."""
     deadline = time.monotonic() + 30
@@ -134,7 +134,7 @@ def check_model(routing_file: str, model: Model, samples: int = 150) -> dict[str
         address = table.node_address(table.topics[TOPIC].owners[p])
         offset = 0
         while True:
-            doc = _get(
+            doc = get_json(
                 f"{address}/v1/topics/{TOPIC}/partitions/{p}/messages",
                 {"offset": offset, "max_messages": 10000},
             )
@@ -153,9 +153,9 @@ def check_model(routing_file: str, model: Model, samples: int = 150) -> dict[str
     for v in sorted(model.acked)[::step]:
         p, o, mid = model.acked[v]
         address = table.node_address(table.topics[TOPIC].owners[p])
-        by_key = _get(f"{address}/v1/topics/{TOPIC}/keys/{quote(v)}")
+        by_key = get_json(f"{address}/v1/topics/{TOPIC}/keys/{quote(v)}")
         got = [(m["partition"], m["offset"], m["msg_id"]) for m in by_key["messages"]]
         assert got == [(p, o, mid)], (v, got, by_key.get("unreachable_nodes"))
-        by_id = _get(f"{address}/v1/messages/{quote(mid)}")
+        by_id = get_json(f"{address}/v1/messages/{quote(mid)}")
         assert (by_id["value"], by_id["partition"], by_id["offset"]) == (v, p, o), by_id
     return {"acknowledged": len(model.acked), "stored": len(seen), "retries": model.retries}

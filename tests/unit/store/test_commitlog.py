@@ -1,5 +1,6 @@
-"""The commit log's public surface for log shipping and recovery: whole frames read from a
-position, whole frames appended as they are, the log cut back to a position."""
+"""The commit log's public surface for log shipping and recovery: whole batches read from a
+position, appended to another log as they are at the same positions, the log cut back to
+a position."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import os
 
 import pytest
 
-from storage_node.errors import InvalidArgument, OffsetOutOfRange
-from storage_node.formats.record import iter_frames
+from storage_node.errors import CorruptData, InvalidArgument, OffsetOutOfRange
+from storage_node.formats.record import FLAG_BATCH_END, frame_flags, iter_frames
 from storage_node.store import Store, TopicConfig
 from storage_node.store.commitlog import CommitLog
 
@@ -33,10 +34,10 @@ def _source(tmp_path) -> Store:
 def _ship(src: CommitLog, dst: CommitLog, max_bytes: int) -> int:
     pos = src.start_pos
     while True:
-        chunk = src.read_frames(pos, max_bytes)
+        seg, chunk = src.read_frames(pos, max_bytes)
         if not chunk:
             return pos
-        dst.append_frames(chunk)
+        dst.append_frames(chunk, pos, seg)
         pos += len(chunk)
 
 
@@ -78,12 +79,14 @@ def test_read_frames_returns_whole_frames_within_the_limit(tmp_path) -> None:
     store = _source(tmp_path)
     try:
         log = store.log
-        one = log.read_frames(0, 1)  # at least one frame, whatever the limit
+        _seg, one = log.read_frames(0, 1)  # one whole batch, whatever the limit
         frames = list(iter_frames(one))
-        assert len(frames) == 1 and frames[0][1] == len(one)
-        chunk = log.read_frames(0, 50_000)
+        assert sum(s for _o, s in frames) == len(one)
+        ends = [o for o, _s in frames if frame_flags(one, o) & FLAG_BATCH_END]
+        assert ends == [frames[-1][0]]  # the last frame ends the batch, no other does
+        _seg, chunk = log.read_frames(0, 50_000)
         assert len(chunk) <= 50_000 and sum(s for _o, s in iter_frames(chunk)) == len(chunk)
-        assert log.read_frames(log.end, 100) == b""
+        assert log.read_frames(log.end, 100) == (log.end, b"")
         with pytest.raises(OffsetOutOfRange):
             log.read_frames(log.end + 1, 100)
     finally:
@@ -94,14 +97,19 @@ def test_append_frames_refuses_anything_but_whole_valid_frames(tmp_path) -> None
     store = _source(tmp_path)
     dst = _log(str(tmp_path / "dst"))
     try:
-        chunk = store.log.read_frames(0, 50_000)
+        seg, chunk = store.log.read_frames(0, 50_000)
         bad = bytearray(chunk)
         bad[40] ^= 1
-        for data in (b"", chunk[:-1], bytes(bad), chunk + b"\0" * 40):
-            with pytest.raises(InvalidArgument):
-                dst.append_frames(data)
+        with pytest.raises(InvalidArgument):
+            dst.append_frames(b"", 0, seg)
+        for data in (chunk[:-1], bytes(bad), chunk + b"\0" * 40):
+            with pytest.raises(CorruptData):
+                dst.append_frames(data, 0, seg)
             assert dst.end == 0  # nothing was written
-        dst.append_frames(chunk)
+        with pytest.raises(OffsetOutOfRange):  # not at the copy's end
+            dst.append_frames(chunk, 1, seg)
+        assert dst.end == 0
+        assert dst.append_frames(chunk, 0, seg) == len(list(iter_frames(chunk)))
         assert dst.end == len(chunk)
     finally:
         dst.close()
@@ -128,11 +136,11 @@ def test_truncate_to_cuts_the_log_back_and_appends_go_on_from_there(tmp_path) ->
         assert dst.truncate_to(end) == 0  # past the end: nothing to cut
         with pytest.raises(InvalidArgument):
             dst.truncate_to(-1)
-        again = src_store.log.read_frames(cut, 3000)  # the same bytes, shipped again
-        dst.append_frames(again)
+        seg, again = src_store.log.read_frames(cut, 3000)  # the same bytes, shipped again
+        dst.append_frames(again, cut, seg)
         dst.flush()
         assert dst.end == cut + len(again)
-        assert dst.read_frames(cut, 3000) == again
+        assert dst.read_frames(cut, 3000) == (seg, again)
     finally:
         dst.close()
         src_store.close()
