@@ -33,7 +33,7 @@ from storage_node.wire.batch_codec import (
     accepts_read_columns,
     decode_packed,
     encode_read_answer,
-    frame_read_columns,
+    read_answer_parts,
 )
 from storage_node.wire.fetch_codec import encode_fetch_answer
 from storage_node.wire.message_json import message_to_json, results_json
@@ -171,13 +171,10 @@ async def read_partition(request: web.Request) -> web.Response:
         if start is None:
             start = store.partition_offsets(topic)[partition][0]
         if binary:  # columns from the engine straight into the answer: no object per message
-            return _binary_answer(
-                store.read_columns(
-                    topic, partition, start, max_messages=max_messages, max_bytes=max_bytes, tag=tag
-                ),
-                end_time,
-                found,
+            batch = store.read_columns(
+                topic, partition, start, max_messages=max_messages, max_bytes=max_bytes, tag=tag
             )
+            return b"".join(_binary_answer(batch, end_time, found))
         result = store.read(
             topic, partition, start, max_messages=max_messages, max_bytes=max_bytes, tag=tag
         )
@@ -229,13 +226,19 @@ async def fetch(request: web.Request) -> web.Response:
     store = rt.require_store()
     binary = accepts_read_columns(request.headers.get("Accept"))
 
-    def work() -> tuple[int, dict[int, ReadBatch]]:
-        # one pass over the log for all partitions: a frame holds rows of several of them
+    def work() -> tuple[int, dict[int, ReadBatch], bytes]:
+        # one pass over the log for all partitions: a frame holds rows of several of them;
+        # the binary answer is framed here too, off the event loop (megabytes are copied)
         pages = store.reads.fetch_columns(topic, positions, max_messages, max_bytes, tag)
-        return sum(map(len, pages.values())), pages
+        body = b""
+        if binary:
+            body = encode_fetch_answer(
+                {p: _binary_answer(pg, None, [0]) for p, pg in pages.items()}
+            )
+        return sum(map(len, pages.values())), pages, body
 
     events = [rt.append_event(topic, p) for p in positions]  # taken first, as read_partition
-    found, pages = await rt.in_thread(work)
+    found, pages, body = await rt.in_thread(work)
     if not found and wait_ms:
         waits = [asyncio.ensure_future(e.wait()) for e in events]
         try:
@@ -244,10 +247,9 @@ async def fetch(request: web.Request) -> web.Response:
             for w in waits:
                 w.cancel()
         if any(e.is_set() for e in events):
-            found, pages = await rt.in_thread(work)
+            found, pages, body = await rt.in_thread(work)
     if binary:
-        framed = {p: _binary_answer(page, None, [0]) for p, page in pages.items()}
-        return web.Response(body=encode_fetch_answer(framed), content_type=BATCH_CONTENT_TYPE)
+        return web.Response(body=body, content_type=BATCH_CONTENT_TYPE)
     return web.json_response(
         {
             "partitions": [
@@ -279,9 +281,12 @@ def _fetch_args(
     return positions, req.max_messages, req.max_bytes, req.wait_ms, req.tag
 
 
-def _binary_answer(batch: ReadBatch, end_time: int | None, found: list[int]) -> bytes:
-    """The binary read framing of a columnar read, cut before the first message stored
-    after ``end_time`` (when given): array operations only."""
+def _binary_answer(
+    batch: ReadBatch, end_time: int | None, found: list[int]
+) -> list[bytes | bytearray | memoryview]:
+    """The binary read framing of a columnar read as its pieces (joined by the caller), cut
+    before the first message stored after ``end_time`` (when given): array operations
+    only."""
     found[0] = len(batch)
     next_offset = batch.next_offset
     end_reached = False
@@ -292,7 +297,7 @@ def _binary_answer(batch: ReadBatch, end_time: int | None, found: list[int]) -> 
             next_offset = int(batch.offsets[cut])
             batch = batch.head(cut)
             end_reached = True
-    return frame_read_columns(
+    return read_answer_parts(
         offsets=batch.offsets,
         timestamps=batch.timestamps,
         store_timestamps=batch.store_timestamps,

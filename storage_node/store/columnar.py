@@ -168,6 +168,16 @@ def _texts(col: PackedColumn) -> list[str | None]:
     return [text[s:e] if p else None for s, e, p in zip(starts, ends, present, strict=True)]
 
 
+def at_every_byte(arr: np.ndarray, width: int) -> np.ndarray:
+    """``arr`` (uint8) seen as one opaque ``width``-byte item starting at each of its bytes,
+    without a copy: indexing it with byte positions copies whole items with one memcpy each
+    (2-5 times as fast as a fancy index over a 2-D ``sliding_window_view``, or over a
+    structured dtype, which copies field by field); view the result as the dtype wanted."""
+    return np.ndarray(
+        buffer=arr, dtype=f"V{width}", shape=(max(0, len(arr) - width + 1),), strides=(1,)
+    )
+
+
 def gather(
     arr: np.ndarray, joined: memoryview, starts: np.ndarray, lens: np.ndarray
 ) -> bytes | memoryview:
@@ -202,10 +212,11 @@ def gather(
     ):
         # fields of similar lengths: copy a fixed-width window per field (a row copy, not a
         # byte index), then drop each window's tail
-        windows = np.lib.stride_tricks.sliding_window_view(arr, widest)[starts]
+        windows = at_every_byte(arr, widest)[starts]
         if int(lens.min()) == widest:
-            return windows.reshape(-1).data  # the copy the index made, not another
-        return windows[np.arange(widest) < lens[:, None]].data
+            return windows.view(np.uint8).data  # the copy the index made, not another
+        rows = windows.view(np.uint8).reshape(n, widest)
+        return rows[np.arange(widest) < lens[:, None]].data
     before = np.cumsum(lens) - lens
     index = np.repeat(starts - before, lens)
     index += np.arange(total, dtype=np.int64)
@@ -387,7 +398,7 @@ def _chunk(span: Span, topic: bytes, rows: Rows, i: int) -> tuple[Chunk, Corrupt
         rel = rel[: int(np.argmin(inside))]
     if not len(rel):
         return None
-    recs = np.lib.stride_tricks.sliding_window_view(arr, ROW)[rel].view(ROW_DTYPE).reshape(-1)
+    recs = at_every_byte(arr, ROW)[rel].view(ROW_DTYPE)
     fst = rel - FRAME_SIZE - ROW * recs["index"].astype(np.int64)  # where its frame starts
     brk = np.empty(len(fst), dtype=bool)
     brk[0] = True
@@ -395,12 +406,12 @@ def _chunk(span: Span, topic: bytes, rows: Rows, i: int) -> tuple[Chunk, Corrupt
     heads = np.flatnonzero(brk)
     starts = fst[heads]
     readable = (starts >= 0) & (starts + FRAME_SIZE <= size)
-    windows = np.lib.stride_tricks.sliding_window_view(arr, FRAME_SIZE)
+    windows = at_every_byte(arr, FRAME_SIZE)
     if readable.all():
-        hdr = windows[starts].view(FRAME_DTYPE).reshape(-1)
+        hdr = windows[starts].view(FRAME_DTYPE)
     else:
         hdr = np.zeros(len(starts), dtype=FRAME_DTYPE)
-        hdr[readable] = windows[starts[readable]].view(FRAME_DTYPE).reshape(-1)
+        hdr[readable] = windows[starts[readable]].view(FRAME_DTYPE)
     fsize = hdr["size"].astype(np.int64)
     fits = readable & (starts + fsize <= size)
     if not fits[0]:
@@ -419,7 +430,10 @@ def _chunk(span: Span, topic: bytes, rows: Rows, i: int) -> tuple[Chunk, Corrupt
         )
         good = np.array([crc32c(view[s + 8 : s + z]) == c for s, z, c in sums], dtype=bool)
         valid[todo] = good
-        span.checked = np.union1d(span.checked, starts[todo][good])
+        passed = starts[todo][good]
+        if len(span.checked) or (len(passed) > 1 and not (passed[1:] > passed[:-1]).all()):
+            passed = np.union1d(span.checked, passed)
+        span.checked = passed  # sorted, no repeats (frame starts in log order already are)
     topic_ok = valid & (tlen == len(topic))
     if len(topic) and topic_ok.any():
         near = np.flatnonzero(topic_ok)

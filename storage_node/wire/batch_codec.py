@@ -356,7 +356,7 @@ def encode_read_answer(
     key_lens, key_blob = _text_blob([m.key for m in messages])
     tag_lens, tag_blob = _text_blob([m.tag for m in messages])
     id_lens, id_blob = _text_blob([m.msg_id for m in messages])
-    return frame_read_columns(
+    parts = read_answer_parts(
         offsets=np.array([m.offset for m in messages], dtype="<i8"),
         timestamps=np.array([m.timestamp for m in messages], dtype="<i8"),
         store_timestamps=np.array([m.store_timestamp for m in messages], dtype="<i8"),
@@ -371,9 +371,10 @@ def encode_read_answer(
         limit_reached=limit_reached,
         meta=meta,
     )
+    return b"".join(parts)
 
 
-def frame_read_columns(
+def read_answer_parts(
     *,
     offsets: np.ndarray,
     timestamps: np.ndarray,
@@ -388,10 +389,12 @@ def frame_read_columns(
     end_reached: bool = False,
     limit_reached: bool = False,
     meta: dict[str, Any] | None = None,
-) -> bytes:
-    """Frame a read answer from columns that already exist (from ``encode_read_answer``, or
-    from a store that keeps messages as columns): header, arrays, blobs (keys, tags, message
-    IDs, values), metadata. The caller vouches that blob sizes match the lengths."""
+) -> list[bytes | bytearray | memoryview]:
+    """The pieces of a read answer framed from columns that already exist (from
+    ``encode_read_answer``, or from a store that keeps messages as columns), in order:
+    header, arrays, blobs (keys, tags, message IDs, values), metadata. Joined by the caller,
+    once: a fetch answer joins the pieces of all its pages together. The caller vouches that
+    blob sizes match the lengths."""
     count = len(offsets)
     if count > MAX_MESSAGES:
         raise InvalidArgument(f"an answer holds at most {MAX_MESSAGES} messages, got {count}")
@@ -413,7 +416,7 @@ def frame_read_columns(
             (value_lengths, "<i4"),
         )
     ]
-    return b"".join((header, *arrays, *blobs, meta_bytes))
+    return [header, *arrays, *blobs, meta_bytes]
 
 
 def _check_utf8(blob: memoryview, lengths: np.ndarray, what: str) -> None:

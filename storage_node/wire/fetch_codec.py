@@ -11,10 +11,12 @@ page decodes exactly as a single-partition read answer::
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from storage_node.wire.batch_codec import MalformedAnswer, ReadColumns, decode_read_answer
+
+Buffer = bytes | bytearray | memoryview
 
 FETCH_MAGIC = b"MSF1"
 FETCH_HEADER = struct.Struct("<4sI")
@@ -22,11 +24,13 @@ PAGE_HEADER = struct.Struct("<iI")
 MAX_FETCH_PARTITIONS = 1024
 
 
-def encode_fetch_answer(pages: Mapping[int, bytes]) -> bytes:
-    parts = [FETCH_HEADER.pack(FETCH_MAGIC, len(pages))]
-    for partition, body in pages.items():
-        parts.append(PAGE_HEADER.pack(partition, len(body)))
-        parts.append(body)
+def encode_fetch_answer(pages: Mapping[int, Sequence[Buffer]]) -> bytes:
+    """The answer from each page's read answer given as its pieces (``read_answer_parts``):
+    one join copies every byte once."""
+    parts: list[Buffer] = [FETCH_HEADER.pack(FETCH_MAGIC, len(pages))]
+    for partition, pieces in pages.items():
+        parts.append(PAGE_HEADER.pack(partition, sum(memoryview(x).nbytes for x in pieces)))
+        parts.extend(pieces)
     return b"".join(parts)
 
 
