@@ -22,8 +22,6 @@ from fixtures_kind import NODE_IMAGE, TIMINGS, KindCluster
 
 STORE = "ledger"
 CLIENT = "ledger-client"
-VICTIM = f"{STORE}-1"
-CLAIM = f"data-{VICTIM}"
 
 
 def _manifest() -> dict[str, Any]:
@@ -102,7 +100,11 @@ def test_a_node_pod_deleted_with_its_volume_claim_loses_no_acknowledged_message(
 ) -> None:
     _wait_fully_replicated(ledger, 120)
     before = {row["log"]: row for row in _replication(ledger)["logs"]}
-    old_pod, old_claim = _uid(ledger, "pod", VICTIM), _uid(ledger, "pvc", CLAIM)
+    # the pod leading ledger-1's log (a log may be led by another pod than its namesake)
+    victim = before[f"{STORE}-1"]["leader"]
+    claim = f"data-{victim}"
+    led = sorted(log for log, row in before.items() if row["leader"] == victim)
+    old_pod, old_claim = _uid(ledger, "pod", victim), _uid(ledger, "pvc", claim)
     assert old_pod and old_claim
     load = ledger.start_workload(
         "produce", "--topic", "ledger", "--run", "vanish", "--seconds", "60", "--batch", "20",
@@ -112,34 +114,36 @@ def test_a_node_pod_deleted_with_its_volume_claim_loses_no_acknowledged_message(
     started = time.monotonic()
     # The volume goes with the pod: the claim is deleted first (it waits for the pod),
     # then the pod, with no grace.
-    ledger.kubectl("delete", "pvc", CLAIM, "--wait=false")
-    ledger.kubectl("delete", "pod", VICTIM, "--grace-period=0", "--force")
+    ledger.kubectl("delete", "pvc", claim, "--wait=false")
+    ledger.kubectl("delete", "pod", victim, "--grace-period=0", "--force")
 
     def replaced() -> bool:
-        pod, claim = _uid(ledger, "pod", VICTIM), _uid(ledger, "pvc", CLAIM)
+        pod, new_claim = _uid(ledger, "pod", victim), _uid(ledger, "pvc", claim)
         if pod is None or pod == old_pod:
             return False
-        if claim is None or claim == old_claim:
+        if new_claim is None or new_claim == old_claim:
             # the StatefulSet recreated the pod before the old claim was gone: that pod
             # waits on a claim being deleted, so it is deleted again (as a person would)
             phase = ledger.kubectl(
-                "get", "pod", VICTIM, "-o", "jsonpath={.status.phase}", check=False
+                "get", "pod", victim, "-o", "jsonpath={.status.phase}", check=False
             ).stdout
             if phase == "Pending":
-                ledger.kubectl("delete", "pod", VICTIM, "--wait=false", check=False)
+                ledger.kubectl("delete", "pod", victim, "--wait=false", check=False)
             return False
         return True
 
-    ledger.cluster.wait_until(replaced, "a new ledger-1 pod on a new volume claim", 240, 2)
+    ledger.cluster.wait_until(replaced, f"a new {victim} pod on a new volume claim", 240, 2)
     ledger.wait_store_ready(3)
     produced = ledger.finish(load)
     rep = _wait_fully_replicated(ledger, 300)
     TIMINGS["pod and claim deleted to fully re-replicated"] = round(time.monotonic() - started, 1)
     after = {row["log"]: row for row in rep["logs"]}
-    # the log that lived on the lost pod has a leader under a newer epoch
-    assert after[VICTIM]["epoch"] > before[VICTIM]["epoch"], (before, after)
+    # every log the lost pod led has another leader under a newer epoch
+    for log in led:
+        assert after[log]["epoch"] > before[log]["epoch"], (victim, before, after)
+        assert after[log]["leader"] != victim, (victim, before, after)
     counts = ledger.check_acked(produced, "vanish:", topic="ledger")
-    print("pod and claim deleted:", json.dumps({**counts, "before": before, "after": after}))
+    print("pod and claim deleted:", json.dumps({**counts, "victim": victim, "after": after}))
     assert counts["acked"] > 200, counts
     # reads by message ID find acknowledged messages where they were acknowledged
     sample = produced["acked"][:: max(1, len(produced["acked"]) // 20)]
