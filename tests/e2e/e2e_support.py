@@ -154,7 +154,9 @@ class Shop:
         moved = sorted(v for v, where in acked.items() if v in seen and seen[v][0] != where)
         doubled = sorted(v for v, where in seen.items() if len(where) > 1)
         assert not lost, f"{len(lost)} acknowledged messages lost, e.g. {lost[:5]}"
-        assert not moved, f"{len(moved)} messages not where acknowledged, e.g. {moved[:5]}"
+        assert not moved, f"{len(moved)} messages not where acknowledged, e.g. " + ", ".join(
+            f"{v} acknowledged at {acked[v]}, stored at {seen[v]}" for v in moved[:8]
+        )
         assert not doubled, f"{len(doubled)} messages stored twice, e.g. {doubled[:5]}"
         unknown_written = sum(1 for v in produced["unknown"] if v in seen)
         return {
