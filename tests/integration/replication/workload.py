@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -110,13 +111,16 @@ class Producers:
             time.sleep(0.1)
 
 
-def get_json(url: str, params: dict[str, Any] | None = None) -> Any:
+def get_json(url: str | Callable[[], str], params: dict[str, Any] | None = None) -> Any:
     """GET, waiting (30 s at most) while a node has not yet loaded a new routing table
-    (421) or waits for its leader to be named (503), as a client would."""
+    (421), waits for its leader to be named (503) or was just replaced as its log's leader
+    (409 ``fenced``: a failover is under way), as a client would; a callable ``url`` is
+    asked again before each try (the leader may have moved)."""
     deadline = time.monotonic() + 30
     while True:
-        resp = requests.get(url, params=params, timeout=30)
-        if resp.status_code == 200 or resp.status_code not in (421, 503):
+        resp = requests.get(url() if callable(url) else url, params=params, timeout=30)
+        fenced = resp.status_code == 409 and '"fenced"' in resp.text
+        if resp.status_code == 200 or (resp.status_code not in (421, 503) and not fenced):
             break
         if time.monotonic() > deadline:
             break
@@ -128,14 +132,17 @@ def get_json(url: str, params: dict[str, Any] | None = None) -> Any:
 def check_model(routing_file: str, model: Model, samples: int = 150) -> dict[str, int]:
     """Read everything back from the leaders: every acknowledged message exactly once at its
     offset, and by key and message ID (a sample); no message stored twice."""
-    table = read_routing_file(routing_file)
+
+    def leader(p: int) -> str:
+        table = read_routing_file(routing_file)
+        return str(table.node_address(table.topics[TOPIC].owners[p]))
+
     seen: dict[str, list[tuple[int, int]]] = {}
     for p in range(PARTITIONS):
-        address = table.node_address(table.topics[TOPIC].owners[p])
         offset = 0
         while True:
             doc = get_json(
-                f"{address}/v1/topics/{TOPIC}/partitions/{p}/messages",
+                lambda p=p: f"{leader(p)}/v1/topics/{TOPIC}/partitions/{p}/messages",
                 {"offset": offset, "max_messages": 10000},
             )
             for m in doc["messages"]:
@@ -152,10 +159,9 @@ def check_model(routing_file: str, model: Model, samples: int = 150) -> dict[str
     step = max(1, len(model.acked) // samples)
     for v in sorted(model.acked)[::step]:
         p, o, mid = model.acked[v]
-        address = table.node_address(table.topics[TOPIC].owners[p])
-        by_key = get_json(f"{address}/v1/topics/{TOPIC}/keys/{quote(v)}")
+        by_key = get_json(lambda p=p, v=v: f"{leader(p)}/v1/topics/{TOPIC}/keys/{quote(v)}")
         got = [(m["partition"], m["offset"], m["msg_id"]) for m in by_key["messages"]]
         assert got == [(p, o, mid)], (v, got, by_key.get("unreachable_nodes"))
-        by_id = get_json(f"{address}/v1/messages/{quote(mid)}")
+        by_id = get_json(lambda p=p, mid=mid: f"{leader(p)}/v1/messages/{quote(mid)}")
         assert (by_id["value"], by_id["partition"], by_id["offset"]) == (v, p, o), by_id
     return {"acknowledged": len(model.acked), "stored": len(seen), "retries": model.retries}
