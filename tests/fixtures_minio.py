@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 from fixtures_controlplane import require_binary
 
 from storage_node.cli.local import free_port
@@ -70,7 +71,18 @@ class MinioServer:
         )
 
     def create_bucket(self, name: str) -> str:
-        self.s3_client().create_bucket(Bucket=name)
+        # /minio/health/ready can answer before the object layer is initialised on a loaded
+        # machine: wait out XMinioServerNotInitialized (30 s at most)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self.s3_client().create_bucket(Bucket=name)
+                break
+            except ClientError as exc:
+                code = exc.response.get("Error", {}).get("Code")
+                if code != "XMinioServerNotInitialized" or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
         return name
 
     @property

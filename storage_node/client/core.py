@@ -402,6 +402,19 @@ class ClientCore:
                 )
                 return results_from_answer(batch, answer)
             except NotOwner as err:
+                table = self.routing.table
+                if (
+                    table is not None
+                    and batch.node_id in table.logs
+                    and batch.attempts <= self.retry.max_retries
+                ):
+                    # a replicated log's leader moved (the node asked has not yet taken the
+                    # new table, or no longer leads): the same body and sequence go to the
+                    # log's leader, so an earlier attempt that was written is recognised
+                    # by the idempotency table instead of written again under a new sequence
+                    yield Sleep(self.retry.delay(batch.attempts - 1))
+                    batch.address = yield from self.leader_address(batch.node_id, batch.address)
+                    continue
                 if redirect_target(err) is None or batch.attempts > self.retry.max_retries:
                     raise
                 return err
