@@ -4,6 +4,7 @@ transport (``_open``) and the way it carries out an operation's steps."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import Any, Generic, TypeVar
 
@@ -13,7 +14,7 @@ from storage_node.client.core import ClientCore
 C = TypeVar("C")  # the client's consumer: ``Consumer`` or ``AsyncConsumer``
 
 
-class ClientBase(Generic[C]):
+class ClientBase(Generic[C], ABC):
     def __init__(
         self,
         endpoint: str | Iterable[str],
@@ -33,9 +34,9 @@ class ClientBase(Generic[C]):
         self.token = token
         self._open(timeout)
 
+    @abstractmethod
     def _open(self, timeout: float) -> None:
         """Set up this client's transport; ``timeout`` bounds each request (seconds)."""
-        raise NotImplementedError
 
     @property
     def ca(self) -> str | None:
@@ -78,6 +79,6 @@ class ClientBase(Generic[C]):
         )
         return self._consumer(state, prefetch)
 
+    @abstractmethod
     def _consumer(self, state: ConsumerState, prefetch: bool) -> C:
         """This client's consumer over ``state``."""
-        raise NotImplementedError
