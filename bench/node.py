@@ -504,7 +504,9 @@ def _wait_in_sync(address: str, log_id: str, factor: int, timeout_s: float = 60.
     while True:
         doc = requests.get(f"{address}/v1/replication/status", timeout=5).json()
         state = doc.get("logs", {}).get(log_id)
-        if state is None or (state["role"] == "leader" and state.get("in_sync", 1) >= factor):
+        if factor == 1 or (
+            state is not None and state["role"] == "leader" and state.get("in_sync", 1) >= factor
+        ):
             return
         if time.monotonic() > deadline:
             raise RuntimeError(f"log {log_id} not led and in sync after {timeout_s}s: {state}")
