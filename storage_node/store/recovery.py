@@ -40,6 +40,7 @@ from storage_node.formats.record import (
     FLAG_PRODUCER,
     FRAME_SIZE,
     ROW,
+    ROW_DTYPE,
     ROW_KEY,
     ROW_TAG,
     FrameHeader,
@@ -331,34 +332,49 @@ class LogLoader:
             skipped = sum(h.count for _frame, pos, h in frames if pos < floor)
             return skipped + (self._index_frames(live, covered) if live else 0)
         self.last_store_ms = max(self.last_store_ms, first.store_ms)
-        rows_parts, pos_parts, key_parts, id_parts = [], [], [], []
-        tags: list[tuple[int, int]] = []  # (record number, tag hash)
-        total = 0
-        for frame, pos, header in frames:
-            count = header.count
-            rows = header.rows(frame)
-            rows_parts.append(rows)
-            pos_parts.append(pos + FRAME_SIZE + ROW * np.arange(count, dtype=np.int64))
-            kstart, istart = int(rows["koff"][0]), int(rows["ioff"][0])
-            key_parts.append(frame[kstart : kstart + int(rows["klen"].sum())])
-            id_parts.append(frame[istart : istart + int(rows["idlen"].sum())])
-            for i in np.flatnonzero(rows["flags"] & ROW_TAG).tolist():
-                toff, taglen = int(rows["toff"][i]), int(rows["taglen"][i])
-                tags.append((total + i, tag_hash(bytes(frame[toff : toff + taglen]))))
-            total += count
+        # the frames' rows as one array, and every per-frame quantity from it at once
+        counts = [h.count for _frame, _pos, h in frames]
+        total = sum(counts)
         if topic not in self.topics.topics:
             return total
-        rows = rows_parts[0] if len(rows_parts) == 1 else np.concatenate(rows_parts)
-        positions = pos_parts[0] if len(pos_parts) == 1 else np.concatenate(pos_parts)
-        parts = rows["partition"].astype(np.int64)
-        qoffs = rows["qoff"].astype(np.int64)
+        if len(frames) == 1:
+            rows = frames[0][2].rows(frames[0][0])
+        else:  # joined as bytes: concatenating structured arrays promotes fields per array
+            joined = b"".join(
+                [
+                    f[FRAME_SIZE : FRAME_SIZE + ROW * c]
+                    for (f, _p, _h), c in zip(frames, counts, strict=True)
+                ]
+            )
+            rows = np.frombuffer(joined, dtype=ROW_DTYPE)
+        heads = np.zeros(len(frames), dtype=np.int64)  # each frame's first row
+        np.cumsum(counts[:-1], out=heads[1:])
+        where = np.fromiter((pos for _frame, pos, _h in frames), np.int64, len(frames))
+        positions = np.repeat(where + FRAME_SIZE, counts) + ROW * rows["index"].astype(np.int64)
         klen = rows["klen"].astype(np.int64)
         idlen = rows["idlen"].astype(np.int64)
+        spans = zip(
+            rows["koff"][heads].tolist(),
+            np.add.reduceat(klen, heads).tolist(),
+            rows["ioff"][heads].tolist(),
+            np.add.reduceat(idlen, heads).tolist(),
+            strict=True,
+        )
+        key_parts, id_parts = [], []
+        for (frame, _pos, _h), (kstart, ksum, istart, isum) in zip(frames, spans, strict=True):
+            key_parts.append(frame[kstart : kstart + ksum])
+            id_parts.append(frame[istart : istart + isum])
+        parts = rows["partition"].astype(np.int64)
+        qoffs = rows["qoff"].astype(np.int64)
         entries = np.zeros(total, dtype=ENTRY_DTYPE)
         entries["pos"] = positions
         entries["size"] = ROW + klen + rows["taglen"] + idlen + rows["vlen"]
-        for i, th in tags:
-            entries["tag"][i] = th
+        tagged = np.flatnonzero(rows["flags"] & ROW_TAG)
+        if len(tagged):  # tags are hashed one by one (few batches carry them)
+            in_frame = np.searchsorted(heads, tagged, side="right") - 1
+            for i, fi in zip(tagged.tolist(), in_frame.tolist(), strict=True):
+                toff, taglen = int(rows["toff"][i]), int(rows["taglen"][i])
+                entries["tag"][i] = tag_hash(bytes(frames[fi][0][toff : toff + taglen]))
         for p in np.unique(parts).tolist():
             mine = np.flatnonzero(parts == p)
             _replay_queue(self.queues.get(topic, p), qoffs[mine], entries[mine])
