@@ -3,7 +3,8 @@
 A second MessageStore, ``ledger``, keeps every node's commit log on three pods
 (replicationFactor 3, minInSync 2, sync flush); the operator is its failover controller.
 A producer with idempotent retries writes while one pod (the leader of a log) is deleted
-together with its PersistentVolumeClaim: the StatefulSet brings the pod back on an empty volume, the operator
+together with its PersistentVolumeClaim, once gracefully and once killed with no grace:
+the StatefulSet brings the pod back on an empty volume, the operator
 promotes a follower for the lost log, and the new pod copies the logs it holds back from
 their leaders. Afterwards every acknowledged message is stored exactly once and answers by
 message ID, and the store's status shows no under-replicated log.
@@ -98,6 +99,18 @@ def test_the_operator_names_a_leader_for_every_log(ledger: Shop) -> None:
 def test_a_node_pod_deleted_with_its_volume_claim_loses_no_acknowledged_message(
     ledger: Shop,
 ) -> None:
+    _vanish_under_load(ledger, force=False, run="vanish")
+
+
+def test_a_node_pod_killed_with_no_grace_and_its_claim_loses_no_acknowledged_message(
+    ledger: Shop,
+) -> None:
+    """The same with ``--force --grace-period=0``: the container is killed at once, in the
+    middle of writes, shipping and acknowledgements."""
+    _vanish_under_load(ledger, force=True, run="killed")
+
+
+def _vanish_under_load(ledger: Shop, force: bool, run: str) -> None:
     _wait_fully_replicated(ledger, 120)
     before = {row["log"]: row for row in _replication(ledger)["logs"]}
     # the pod leading ledger-1's log (a log may be led by another pod than its namesake)
@@ -107,16 +120,20 @@ def test_a_node_pod_deleted_with_its_volume_claim_loses_no_acknowledged_message(
     old_pod, old_claim = _uid(ledger, "pod", victim), _uid(ledger, "pvc", claim)
     assert old_pod and old_claim
     load = ledger.start_workload(
-        "produce", "--topic", "ledger", "--run", "vanish", "--seconds", "60", "--batch", "20",
+        "produce", "--topic", "ledger", "--run", run, "--seconds", "60", "--batch", "20",
         "--pause-ms", "10",
     )  # fmt: skip
     time.sleep(10)
     started = time.monotonic()
     # The volume goes with the pod: the claim is deleted first (it waits for the pod),
-    # then the pod. (A deletion with no grace, --force, once left 6 acknowledged messages
-    # at other offsets than acknowledged; docs/REPLICATION.md, "Not covered".)
+    # then the pod.
     ledger.kubectl("delete", "pvc", claim, "--wait=false")
-    ledger.kubectl("delete", "pod", victim, "--timeout=120s", timeout=150)
+    if force:
+        ledger.kubectl(
+            "delete", "pod", victim, "--force", "--grace-period=0", "--timeout=120s", timeout=150
+        )
+    else:
+        ledger.kubectl("delete", "pod", victim, "--timeout=120s", timeout=150)
 
     def replaced() -> bool:
         pod, new_claim = _uid(ledger, "pod", victim), _uid(ledger, "pvc", claim)
@@ -137,14 +154,17 @@ def test_a_node_pod_deleted_with_its_volume_claim_loses_no_acknowledged_message(
     ledger.wait_store_ready(3)
     produced = ledger.finish(load)
     rep = _wait_fully_replicated(ledger, 300)
-    TIMINGS["pod and claim deleted to fully re-replicated"] = round(time.monotonic() - started, 1)
+    how = "killed with no grace" if force else "deleted"
+    TIMINGS[f"pod {how} with its claim to fully re-replicated"] = round(
+        time.monotonic() - started, 1
+    )
     after = {row["log"]: row for row in rep["logs"]}
     # every log the lost pod led has another leader under a newer epoch
     for log in led:
         assert after[log]["epoch"] > before[log]["epoch"], (victim, before, after)
         assert after[log]["leader"] != victim, (victim, before, after)
-    counts = ledger.check_acked(produced, "vanish:", topic="ledger")
-    print("pod and claim deleted:", json.dumps({**counts, "victim": victim, "after": after}))
+    counts = ledger.check_acked(produced, f"{run}:", topic="ledger")
+    print(f"pod {how} with its claim:", json.dumps({**counts, "victim": victim, "after": after}))
     assert counts["acked"] > 200, counts
     # reads by message ID find acknowledged messages where they were acknowledged
     sample = produced["acked"][:: max(1, len(produced["acked"]) // 20)]
