@@ -345,3 +345,73 @@ def test_following_async_consumer_gets_messages_produced_later(node):
         return seen
 
     assert sorted(asyncio.run(go())) == [b"m0", b"m1", b"m2"]
+
+
+def _read_ahead_count(node) -> float:
+    for line in requests.get(node.url("/metrics")).text.splitlines():
+        if line.startswith("msgstore_fetches_read_ahead_total "):
+            return float(line.split()[1])
+    raise AssertionError("no msgstore_fetches_read_ahead_total in /metrics")
+
+
+def _fetch(node, topic: str, positions: dict[int, int], max_messages: int) -> dict:
+    body = {
+        "partitions": [{"partition": p, "offset": o} for p, o in positions.items()],
+        "max_messages": max_messages,
+    }
+    resp = requests.post(node.url(f"/v1/topics/{topic}/fetch"), json=body, headers=BINARY)
+    assert resp.status_code == 200, resp.text
+    return {
+        p: [r["value"] for r in c.to_rows(topic)]
+        for p, c in decode_fetch_answer(resp.content).items()
+    }
+
+
+def test_a_scanning_consumer_is_answered_from_pages_read_ahead(node):
+    client = Client(node.address)
+    client.create_topic("ahead", 2)
+    client.produce(
+        "ahead", [{"value": f"{p}:{i}", "partition": p} for p in range(2) for i in range(50)]
+    )
+    before = _read_ahead_count(node)
+    with client.consumer("ahead", page=7) as consumer:
+        got = {p: [] for p in range(2)}
+        for cols in consumer:
+            for row in cols.to_rows("ahead"):
+                got[row["partition"]].append(row["value"])
+    assert got == {p: [f"{p}:{i}".encode() for i in range(50)] for p in range(2)}
+    # 8 pages of 7 per partition: every full page after the first was read ahead
+    assert _read_ahead_count(node) - before >= 5
+    # the same positions and limits as a fresh read: the answers are equal
+    assert _fetch(node, "ahead", {0: 7, 1: 14}, 7) == {
+        0: [f"0:{i}".encode() for i in range(7, 14)],
+        1: [f"1:{i}".encode() for i in range(14, 21)],
+    }
+
+
+def test_a_page_read_ahead_is_never_served_for_a_new_topic_of_the_same_name(node):
+    client = Client(node.address)
+    client.create_topic("reborn", 1)
+    client.produce("reborn", [{"value": f"old-{i}", "partition": 0} for i in range(30)])
+    assert _fetch(node, "reborn", {0: 0}, 10)[0] == [f"old-{i}".encode() for i in range(10)]
+    # offsets 10..19 of the old topic are read ahead now; the topic goes and comes back
+    client.delete_topic("reborn")
+    client.create_topic("reborn", 1)
+    client.produce("reborn", [{"value": f"new-{i}", "partition": 0} for i in range(30)])
+    assert _fetch(node, "reborn", {0: 10}, 10)[0] == [f"new-{i}".encode() for i in range(10, 20)]
+
+
+def test_a_page_read_ahead_to_the_end_is_read_anew_once_the_partition_grew(node):
+    client = Client(node.address)
+    client.create_topic("growing", 1)
+    client.produce("growing", [{"value": f"a-{i}", "partition": 0} for i in range(10)])
+    before = _read_ahead_count(node)
+    assert _fetch(node, "growing", {0: 0}, 6)[0] == [f"a-{i}".encode() for i in range(6)]
+    # offsets 6..9 were read ahead, to the end; then the partition grows
+    client.produce("growing", [{"value": f"b-{i}", "partition": 0} for i in range(4)])
+    want = [f"a-{i}".encode() for i in range(6, 10)] + [b"b-0", b"b-1"]
+    assert _fetch(node, "growing", {0: 6}, 6)[0] == want
+    assert _read_ahead_count(node) == before  # read anew, with the messages appended since
+    # a page read ahead to an end that has not moved is what a fresh read answers: served
+    assert _fetch(node, "growing", {0: 12}, 6)[0] == [b"b-2", b"b-3"]
+    assert _read_ahead_count(node) == before + 1
