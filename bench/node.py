@@ -35,7 +35,8 @@ Prints JSON lines:
                        with replication factor 3 (sync, min in sync 2), against the same on a
                        factor-1 cluster in the same run (ratio_vs_single_copy); then
                        failover_s: SIGKILL of that log's leader until a batch to the log is
-                       acknowledged by its new leader (controller timeout 3 s included)
+                       acknowledged by its new leader (controller timeout 3 s included);
+                       nodes_cpu_us_per_msg: CPU of the three node processes per message
 
 Usage: python bench/node.py [--quick] [--messages N] [--batch B] [--scan-messages N]
        [--only-scan] [--only-client] [--produce-messages N] [--only-replicated]
@@ -151,7 +152,11 @@ def fast_values(n: int, seed: int) -> list[bytes]:
 
 def server_cpu_s(node: Node) -> float:
     """User + system CPU seconds the node's process has used so far."""
-    with open(f"/proc/{node.proc.pid}/stat") as fh:
+    return pid_cpu_s(node.proc.pid)
+
+
+def pid_cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as fh:
         fields = fh.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
@@ -517,9 +522,9 @@ def _wait_in_sync(address: str, log_id: str, factor: int, timeout_s: float = 60.
 
 def _replicated_run(
     workdir: Path, factor: int, messages: int, batch: int, connections: int
-) -> tuple[float, float | None]:
-    """Ingest rate into node-0's log of a fresh local cluster; with replication, then the
-    failover time of that log."""
+) -> tuple[float, float | None, float]:
+    """Ingest rate into node-0's log of a fresh local cluster and the CPU the three nodes
+    spent per message; with replication, then the failover time of that log."""
     from storage_node.cli.local import LocalCluster
 
     cluster_dir = workdir / f"cluster-{factor}"
@@ -548,10 +553,13 @@ def _replicated_run(
                 ).raise_for_status()
 
         shares = [bodies[i::connections] for i in range(connections)]
+        pids = [n.pid for n in cluster.nodes]
+        cpu = sum(map(pid_cpu_s, pids))
         started = time.perf_counter()
         with ThreadPoolExecutor(connections) as pool:
             list(pool.map(send, shares))
         rate = messages / (time.perf_counter() - started)
+        cpu_us = (sum(map(pid_cpu_s, pids)) - cpu) / messages * 1e6
         failover = None
         if factor > 1:
             body = encode_batch([b"after"], partitions=[0], producer_id="bench", sequence=1)
@@ -575,7 +583,7 @@ def _replicated_run(
                     pass
                 time.sleep(0.02)
             failover = time.perf_counter() - killed
-        return rate, failover
+        return rate, failover, cpu_us
     finally:
         cluster.down()
 
@@ -583,12 +591,15 @@ def _replicated_run(
 def bench_replicated(
     workdir: Path, messages: int, batch: int, connections: int, repeats: int
 ) -> None:
-    singles, copies, failovers = [], [], []
+    singles, copies, failovers, single_cpu, copies_cpu = [], [], [], [], []
     for r in range(repeats):
-        singles.append(_replicated_run(workdir / f"r{r}", 1, messages, batch, connections)[0])
-        rate, failover = _replicated_run(workdir / f"r{r}", 3, messages, batch, connections)
+        rate, _none, cpu_us = _replicated_run(workdir / f"r{r}", 1, messages, batch, connections)
+        singles.append(rate)
+        single_cpu.append(cpu_us)
+        rate, failover, cpu_us = _replicated_run(workdir / f"r{r}", 3, messages, batch, connections)
         copies.append(rate)
         failovers.append(failover)
+        copies_cpu.append(cpu_us)
     single, copied = statistics.median(singles), statistics.median(copies)
     print(
         json.dumps(
@@ -597,6 +608,9 @@ def bench_replicated(
                 "msgs_per_s": round(copied),
                 "single_copy_msgs_per_s": round(single),
                 "ratio_vs_single_copy": round(copied / single, 3),
+                # node CPU (all three) per message: the copies' work on a shared machine
+                "nodes_cpu_us_per_msg": round(statistics.median(copies_cpu), 2),
+                "single_copy_nodes_cpu_us_per_msg": round(statistics.median(single_cpu), 2),
                 "failover_s": round(statistics.median(failovers), 2),  # type: ignore[type-var]
                 "replication_factor": 3,
                 "min_in_sync": 2,
