@@ -16,6 +16,8 @@ async def ask_peers(
     """(peer id, its answer or the exception it raised) for every other node, in the routing
     table's order; an answer is None for a 404."""
     peers = rt.routing.peers()
+    if not peers:
+        return []
     answers = await asyncio.gather(
         *(rt.peer_call(method, address, path, params, body) for _, address in peers),
         return_exceptions=True,

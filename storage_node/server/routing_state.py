@@ -188,7 +188,9 @@ class RoutingState:
         return route.owners[partition]
 
     def peers(self) -> list[tuple[str, str]]:
-        """(id, address) of every other node."""
+        """(id, address) of every other node (none for a standalone node: no table built)."""
+        if self.standalone:
+            return []
         table = self.current()
         return [(n.id, n.address) for n in table.nodes if n.id != self.node_id]
 
