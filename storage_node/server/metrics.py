@@ -135,11 +135,6 @@ class NodeMetrics:
             buckets=(0.01, 0.1, 0.5, 1, 5, 15, 60, 300),
             registry=self.registry,
         )
-        self.fetches_read_ahead = Counter(
-            "msgstore_fetches_read_ahead",
-            "binary fetches answered from a page read ahead while the last one travelled",
-            registry=self.registry,
-        )
         self.routing_reloads = Counter(
             "msgstore_routing_reloads", "routing table reloads", registry=self.registry
         )

@@ -10,24 +10,16 @@ import asyncio
 import base64
 import json
 import time
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from aiohttp import web
 
-from storage_node.errors import InvalidArgument, InvalidBatch, MsgStoreError, NotFound
+from storage_node.errors import InvalidArgument, InvalidBatch, NotFound
 from storage_node.formats.limits import MAX_LOOKUP, MAX_READ_MESSAGES
 from storage_node.replication.shipping import H_COPIES
 from storage_node.server.api_models import FetchRequest, parse
 from storage_node.server.app_keys import metrics_of, runtime_of
-from storage_node.server.fetch_ahead import (
-    Ahead,
-    Key,
-    fetch_key,
-    still_fresh,
-    worth_reading_ahead,
-)
 from storage_node.server.json_batch import decode_json_batch
 from storage_node.server.params import json_body, path_int, query_int, scope_param, topic_param
 from storage_node.server.peer_fanout import peer_documents
@@ -233,55 +225,21 @@ async def fetch(request: web.Request) -> web.Response:
         rt.routing.check_owner(topic, p)
     store = rt.require_store()
     binary = accepts_read_columns(request.headers.get("Accept"))
-    limits = (max_messages, max_bytes, tag)
 
-    def work(at: Mapping[int, int | None]) -> tuple[Ahead, dict[int, ReadBatch]]:
+    def work() -> tuple[int, dict[int, ReadBatch], bytes]:
         # one pass over the log for all partitions: a frame holds rows of several of them;
         # the binary answer is framed here too, off the event loop (megabytes are copied)
-        ends = {p: end_of(p) for p in at}  # before reading: what a page can reach
-        pages = store.reads.fetch_columns(topic, dict(at), max_messages, max_bytes, tag)
+        pages = store.reads.fetch_columns(topic, positions, max_messages, max_bytes, tag)
         body = b""
         if binary:
             body = encode_fetch_answer(
                 {p: _binary_answer(pg, None, [0]) for p, pg in pages.items()}
             )
-        answer = Ahead(
-            short=tuple(p for p, pg in pages.items() if pg.next_offset >= ends[p]),
-            next_offsets={p: pg.next_offset for p, pg in pages.items()},
-            found=sum(map(len, pages.values())),
-            body=body,
-        )
-        return answer, pages
-
-    def end_of(partition: int) -> int:
-        return int(store.reads.partition(topic, partition)[1].next_offset)
-
-    def key(at: Mapping[int, int | None]) -> Key:
-        return fetch_key(id(store), topic, store.topics.floor(topic), at, limits)
-
-    async def ahead(at: dict[int, int]) -> Ahead:
-        return (await rt.in_thread(work, at))[0]
-
-    def read_next(answer: Ahead) -> None:
-        if binary and worth_reading_ahead(answer):
-            nxt = answer.next_offsets
-            rt.fetch_ahead.start(key(nxt), lambda: ahead(nxt))
-
-    kept = rt.fetch_ahead.take(key(positions)) if binary else None
-    if kept is not None:
-        early: Ahead | None = None
-        try:
-            early = await kept
-        except (asyncio.CancelledError, MsgStoreError, OSError):
-            pass  # read anew below, where its error is this fetch's
-        if early is not None and still_fresh(early, end_of):
-            metrics_of(request).fetches_read_ahead.inc()
-            read_next(early)
-            return web.Response(body=early.body, content_type=BATCH_CONTENT_TYPE)
+        return sum(map(len, pages.values())), pages, body
 
     events = [rt.append_event(topic, p) for p in positions]  # taken first, as read_partition
-    answer, pages = await rt.in_thread(work, positions)
-    if not answer.found and wait_ms:
+    found, pages, body = await rt.in_thread(work)
+    if not found and wait_ms:
         waits = [asyncio.ensure_future(e.wait()) for e in events]
         try:
             await asyncio.wait(waits, timeout=wait_ms / 1000, return_when=asyncio.FIRST_COMPLETED)
@@ -289,9 +247,7 @@ async def fetch(request: web.Request) -> web.Response:
             for w in waits:
                 w.cancel()
         if any(e.is_set() for e in events):
-            answer, pages = await rt.in_thread(work, positions)
-    body = answer.body
-    read_next(answer)
+            found, pages, body = await rt.in_thread(work)
     if binary:
         return web.Response(body=body, content_type=BATCH_CONTENT_TYPE)
     return web.json_response(

@@ -19,7 +19,6 @@ import aiohttp
 from storage_node.errors import DiskFull, MsgStoreError, Unavailable, UnknownTopic
 from storage_node.formats.partitioning import RoundRobin
 from storage_node.replication.replicas import LogHost, routed_topic, topic_configs
-from storage_node.server.fetch_ahead import FetchAhead
 from storage_node.server.routing_state import RoutingState
 from storage_node.server.settings import NodeSettings
 from storage_node.tls import client_context
@@ -48,7 +47,6 @@ class NodeRuntime:
         self.peer_session: aiohttp.ClientSession | None = None
         self._appended: dict[tuple[str, int], asyncio.Event] = {}
         self.replicas: LogHost | None = None  # replicated logs (routing table with "logs")
-        self.fetch_ahead = FetchAhead()  # consumers' next pages (fetch_ahead.py)
 
     @property
     def store(self) -> Any:
