@@ -28,7 +28,7 @@ test: system $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
-	$(PY) -m pytest -q -rs -p no:cacheprovider
+	$(PY) -m pytest -q -rs -p no:cacheprovider --durations=25
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -x -m "not k8s and not spark and not slow and not e2e"
