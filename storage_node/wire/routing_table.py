@@ -241,7 +241,7 @@ class RoutingTable:
         raw[DELETED_TOPICS] = deletions
         if not deletions:
             del raw[DELETED_TOPICS]
-        return RoutingTable(self.generation + 1, self.managed_by, self.nodes, topics, raw)
+        return replace(self, generation=self.generation + 1, topics=topics, raw=raw)
 
     def without_topic(self, name: str) -> RoutingTable:
         """A new table (generation + 1) without the topic; every node must still delete it."""
@@ -278,7 +278,7 @@ class RoutingTable:
         topics[name] = TopicRoute(
             name, partitions, route.compression, route.retention_hours, route.owners + extra
         )
-        return RoutingTable(self.generation + 1, self.managed_by, self.nodes, topics, self.raw)
+        return replace(self, generation=self.generation + 1, topics=topics)
 
 
 def _node_json(node: NodeEntry) -> dict[str, str]:

@@ -76,3 +76,24 @@ def test_partitions_are_only_ever_added() -> None:
     with pytest.raises(InvalidArgument, match="can only be added, not removed") as err:
         adds_partitions("t", 3, 2)
     assert err.value.details == {"topic": "t", "partitions": 3}
+
+
+def test_topic_changes_of_a_replicated_table_keep_its_logs() -> None:
+    """Deleting a topic, finishing its deletion or adding partitions keeps the replicated
+    logs, their epochs and the replication settings, in memory and in the document."""
+    nodes = [(f"node-{i}", f"http://127.0.0.1:{7000 + i}") for i in range(3)]
+    base = new_local_table(nodes, 3).with_topic("t", 3, "lz4", 1.0).with_topic("u", 3, "lz4", 1.0)
+    moved = dict(base.logs)
+    moved["node-0"] = type(moved["node-0"])("node-0", "node-1", 4, moved["node-0"].replicas)
+    table = base.with_logs(moved)
+    changed = [
+        table.without_topic("u"),
+        table.without_topic("u").with_deletion_done("u", frozenset(n for n, _a in nodes)),
+        table.with_partitions("t", 5),
+    ]
+    for after in changed:
+        assert after is not None
+        assert after.logs == table.logs and after.leader_of("node-0") == "node-1"
+        assert (after.replication_factor, after.min_in_sync) == (3, 2)
+        again = parse_routing(after.to_json())
+        assert again.logs == table.logs and again.replication_factor == 3
