@@ -15,6 +15,7 @@ import base64
 import json
 import logging
 import os
+import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
@@ -158,9 +159,7 @@ class Failovers:
         running.stop.set()
         running.thread.join(timeout=10)
         if running.ca_dir:
-            for name in os.listdir(running.ca_dir):
-                os.unlink(os.path.join(running.ca_dir, name))
-            os.rmdir(running.ca_dir)
+            shutil.rmtree(running.ca_dir, ignore_errors=True)
         log.info("%s/%s: failover controller stopped", *key)
 
     def retain(self, keys: set[Key]) -> None:

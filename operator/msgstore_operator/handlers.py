@@ -31,11 +31,10 @@ import urllib3
 from kubernetes.client.rest import ApiException
 
 from . import API_VERSION, GROUP, KIND, PLURAL, VERSION
-from .children import Owner
 from .config import OperatorSettings, SettingsError, read_settings
 from .failover import Failovers
 from .kube import Kube
-from .reconcile import NotYet, Outcome, SpecProblem, reconcile
+from .reconcile import NotYet, Outcome, SpecProblem, owner_of, reconcile
 from .status import DEGRADED, changed_fields, set_condition
 
 PREFIX = "msgstore.io"
@@ -102,8 +101,7 @@ def run_pass(
             return None
         outcome = _reconcile_body(state, body)
         if outcome.spec is not None:
-            meta = body["metadata"]
-            owner = Owner(name=meta["name"], namespace=meta["namespace"], uid=meta["uid"])
+            owner = owner_of(body)
             state.failovers.ensure(owner, outcome.spec, state.pass_lock(namespace, name))
             replication = state.failovers.report((namespace, name), outcome.routing)
             if replication is not None:
@@ -270,7 +268,7 @@ async def status_loop(state: OperatorState, stores: kopf.Index[tuple[str, str], 
     while True:
         await asyncio.sleep(state.settings.interval_s)
         known = list(stores)
-        state.failovers.retain(set(known))
+        await asyncio.to_thread(state.failovers.retain, set(known))  # may join a thread
         for namespace, name in known:
             try:
                 await asyncio.to_thread(refresh_one, state, namespace, name)

@@ -52,7 +52,8 @@ class Outcome:
     routing: dict[str, Any] = field(default_factory=dict)  # the published document
 
 
-def _owner(body: Mapping[str, Any]) -> Owner:
+def owner_of(body: Mapping[str, Any]) -> Owner:
+    """The store a MessageStore body names (its children's owner)."""
     meta = body["metadata"]
     return Owner(name=meta["name"], namespace=meta["namespace"], uid=meta["uid"])
 
@@ -241,7 +242,7 @@ def reconcile(
     """Apply the children of ``body``; ``default_images`` are the node and Spark images used
     when the spec names none, ``defaults`` the operator's TLS/NetworkPolicy/Pod Security
     defaults, ``operator_namespace`` lets the operator's pods through the NetworkPolicy."""
-    owner = _owner(body)
+    owner = owner_of(body)
     spec = parse_spec(body.get("spec"), *default_images, defaults=defaults)
     problem = replication_problem(spec)
     if problem is not None:

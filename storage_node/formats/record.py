@@ -26,9 +26,6 @@ CRC-32.
 Over 400 lines on purpose: the frame layout, its encoder, its decoder and the one walker of
 a run of frames (recovery's scan and replay, the segment readers, log shipping) are one
 format; kept together, a layout change touches one file.
-
-Over 400 lines on purpose: one on-disk format (like LevelDB's ``log_format.h`` with its
-writer and reader): encoder, decoder, frame walker and checks must change together.
 """
 
 from __future__ import annotations

@@ -189,8 +189,6 @@ async def read_partition(request: web.Request) -> web.Response:
                     next_offset = m.offset
                     end_reached = True
                     break
-        if binary:
-            return encode_read_answer(messages, next_offset, end_reached=end_reached)
         doc: dict[str, Any] = {
             "messages": [message_to_json(m) for m in messages],
             "next_offset": next_offset,

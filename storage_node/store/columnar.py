@@ -462,9 +462,7 @@ class Decoded:
     error: CorruptData | None  # why row ``ok`` could not be
 
 
-def decode_rows(
-    log: CommitLog, rows: Rows, tag: bytes | None = None, memo: SpanMemo | None = None
-) -> Decoded:
+def decode_rows(log: CommitLog, rows: Rows, tag: bytes | None, memo: SpanMemo) -> Decoded:
     """Decode ``rows`` as columns, keeping those whose tag is exactly ``tag`` (all when
     None). Stops at the first row that cannot be served, and says why."""
     limit = len(rows.positions)
@@ -476,7 +474,7 @@ def decode_rows(
         error = CorruptData(
             f"{rows.topic}/{rows.partition} offset {off} was lost to corruption", offset=off
         )
-    fetched = fetch_chunks(log, rows[:limit], memo or SpanMemo())
+    fetched = fetch_chunks(log, rows[:limit], memo)
     if fetched.error is not None:
         error = fetched.error
     ok = fetched.ok

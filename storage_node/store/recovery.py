@@ -337,16 +337,11 @@ class LogLoader:
         total = sum(counts)
         if topic not in self.topics.topics:
             return total
-        if len(frames) == 1:
-            rows = frames[0][2].rows(frames[0][0])
+        parts_rows = [h.rows(frame) for frame, _pos, h in frames]
+        if len(parts_rows) == 1:
+            rows = parts_rows[0]
         else:  # joined as bytes: concatenating structured arrays promotes fields per array
-            joined = b"".join(
-                [
-                    f[FRAME_SIZE : FRAME_SIZE + ROW * c]
-                    for (f, _p, _h), c in zip(frames, counts, strict=True)
-                ]
-            )
-            rows = np.frombuffer(joined, dtype=ROW_DTYPE)
+            rows = np.frombuffer(b"".join([r.data for r in parts_rows]), dtype=ROW_DTYPE)
         heads = np.zeros(len(frames), dtype=np.int64)  # each frame's first row
         np.cumsum(counts[:-1], out=heads[1:])
         where = np.fromiter((pos for _frame, pos, _h in frames), np.int64, len(frames))
