@@ -4,6 +4,13 @@ Same DataFrame, same session, same run: a local 3-node cluster on loopback and a
 directory on local disk. Prints JSON lines ``spark_ingest``, ``spark_read`` and
 ``spark_read_key_value`` with ``rows_per_s`` (median of the repeats) and ``ratio_vs_parquet``.
 
+Two more lines put the read in context. ``spark_read_python_floor``: a Python data source
+with the msgstore source's schema whose tasks yield the same number of rows from Arrow
+batches already in the worker's memory (no node, no network): what any Python data source
+costs Spark on this machine, so ``spark_read`` cannot pass its ratio. ``spark_small_read``:
+seconds per query for one row of each partition through the msgstore source, and for one
+row of the Parquet copy: the fixed cost of a query on either side.
+
 ``spark_read`` materialises every column the msgstore source gives (topic, partition, offset,
 key, value, tag, msg_id, timestamp: eight) against the Parquet copy's two (key, value).
 ``spark_read_key_value`` selects key and value on both sides, so Spark hands on the same
@@ -22,15 +29,71 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 import msgstore_spark  # noqa: E402
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.compute as pc  # noqa: E402
+from msgstore_spark.arrow_codec import READ_SCHEMA, READ_SCHEMA_DDL  # noqa: E402
+from msgstore_spark.session import with_msgstore_settings  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition  # noqa: E402
 
 from storage_node.cli.local import LocalCluster  # noqa: E402
 from storage_node.client import Client  # noqa: E402
+
+
+def floor_batches(rows: int, value_bytes: int) -> Iterator[pa.RecordBatch]:
+    """``rows`` rows of READ_SCHEMA in 10,000-row batches, each column made by one C call."""
+    for lo in range(0, rows, 10_000):
+        n = min(10_000, rows - lo)
+        ids = pa.array(np.arange(lo, lo + n, dtype=np.int64))
+        keys = pc.binary_join_element_wise("k-", pc.cast(ids, pa.string()), "")
+        value_offsets = pa.py_buffer((np.arange(n + 1, dtype=np.int32) * value_bytes).tobytes())
+        values = pa.Array.from_buffers(
+            pa.binary(), n, [None, value_offsets, pa.py_buffer(b"x" * (n * value_bytes))]
+        )
+        columns = [
+            pa.array(["bench"] * n, pa.string()),
+            pa.array(np.zeros(n, dtype=np.int32)),
+            ids,
+            keys,
+            values,
+            pa.nulls(n, pa.string()),
+            pa.nulls(n, pa.string()),
+            pc.multiply(ids, 1000).cast(pa.timestamp("us", tz="UTC")),
+        ]
+        yield pa.RecordBatch.from_arrays(columns, schema=READ_SCHEMA)
+
+
+class FloorReader(DataSourceReader):
+    def __init__(self, rows: int, value_bytes: int, tasks: int) -> None:
+        self.rows, self.value_bytes, self.tasks = rows, value_bytes, tasks
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(i) for i in range(self.tasks)]
+
+    def read(self, partition: InputPartition):  # noqa: ANN201
+        return floor_batches(self.rows // self.tasks, self.value_bytes)
+
+
+class FloorSource(DataSource):
+    """Rows from memory with the msgstore source's schema: the cost of a Python source."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "msgstore_bench_floor"
+
+    def schema(self) -> str:
+        return READ_SCHEMA_DDL
+
+    def reader(self, schema) -> DataSourceReader:  # noqa: ANN001
+        opts = self.options
+        return FloorReader(int(opts["rows"]), int(opts["value_bytes"]), int(opts["tasks"]))
 
 
 def timed(fn) -> float:
@@ -49,7 +112,8 @@ def main() -> int:
     args = p.parse_args()
 
     spark = (
-        SparkSession.builder.master(args.master)
+        with_msgstore_settings(SparkSession.builder)
+        .master(args.master)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
@@ -133,10 +197,21 @@ def main() -> int:
             def scan(frame) -> None:
                 frame.write.format("noop").mode("overwrite").save()
 
-            for name, columns in (("spark_read", None), ("spark_read_key_value", ("key", "value"))):
+            spark.dataSource.register(FloorSource)
+            floor = (
+                spark.read.format("msgstore_bench_floor")
+                .option("rows", str(rows_read))
+                .option("value_bytes", str(args.value_bytes))
+                .option("tasks", "2")  # as many as the msgstore read's (two cores)
+            )
+            for name, columns, source in (
+                ("spark_read", None, read_ms),
+                ("spark_read_key_value", ("key", "value"), read_ms),
+                ("spark_read_python_floor", None, floor),
+            ):
 
-                def ms_frame(columns=columns):  # noqa: ANN202
-                    frame = read_ms.load()
+                def ms_frame(columns=columns, source=source):  # noqa: ANN202
+                    frame = source.load()
                     return frame if columns is None else frame.select(*columns)
 
                 pq_frame = read_pq if columns is None else read_pq.select(*columns)
@@ -163,6 +238,34 @@ def main() -> int:
                     ),
                     flush=True,
                 )
+
+            one_each = json.dumps({"bench": {p: 1 for p in per_partition}})
+            small_ms = (
+                spark.read.format("msgstore")
+                .option("endpoints", endpoints)
+                .option("topic", "bench")
+                .option("endingOffsets", one_each)
+            )
+            small_pq = read_pq.limit(1)
+            scan(small_ms.load())
+            scan(small_pq)
+            ms_times, pq_times = [], []
+            for _ in range(max(args.repeats, 5)):
+                pq_times.append(timed(lambda: scan(small_pq)))
+                ms_times.append(timed(lambda: scan(small_ms.load())))
+            print(
+                json.dumps(
+                    {
+                        "bench": "spark_small_read",
+                        "rows": len(per_partition),
+                        "seconds_median": round(statistics.median(ms_times), 3),
+                        "parquet_one_row_seconds_median": round(statistics.median(pq_times), 3),
+                        "seconds": [round(t, 3) for t in ms_times],
+                        "parquet_seconds": [round(t, 3) for t in pq_times],
+                    }
+                ),
+                flush=True,
+            )
         finally:
             cluster.down()
             spark.stop()

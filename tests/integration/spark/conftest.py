@@ -48,10 +48,12 @@ def compact_job():
 @pytest.fixture(scope="session")
 def spark():
     import msgstore_spark
+    from msgstore_spark.session import with_msgstore_settings
     from pyspark.sql import SparkSession
 
     session = (
-        SparkSession.builder.master("local[2,4]")  # 2 threads; a task may fail 3 times
+        with_msgstore_settings(SparkSession.builder)
+        .master("local[2,4]")  # 2 threads; a task may fail 3 times
         .appName("msgstore-spark-tests")
         .config("spark.task.maxFailures", "4")
         .config("spark.ui.enabled", "false")
