@@ -168,6 +168,15 @@ def _texts(col: PackedColumn) -> list[str | None]:
     return [text[s:e] if p else None for s, e, p in zip(starts, ends, present, strict=True)]
 
 
+def among(values: np.ndarray, pool: np.ndarray) -> np.ndarray:
+    """Which of ``values`` are in ``pool`` (sorted, no repeats): one binary search each,
+    where ``np.isin`` sorts both arrays together again."""
+    if not len(pool):
+        return np.zeros(len(values), dtype=bool)
+    at = np.minimum(np.searchsorted(pool, values), len(pool) - 1)
+    return pool[at] == values
+
+
 def at_every_byte(arr: np.ndarray, width: int) -> np.ndarray:
     """``arr`` (uint8) seen as one opaque ``width``-byte item starting at each of its bytes,
     without a copy: indexing it with byte positions copies whole items with one memcpy each
@@ -422,7 +431,7 @@ def _chunk(span: Span, topic: bytes, rows: Rows, i: int) -> tuple[Chunk, Corrupt
     tlen = hdr["tlen"].astype(np.int64)
     lead = starts + FRAME_SIZE + ROW * count
     valid = (hdr["magic"] == MAGIC) & (count > 0) & (fsize >= lead - starts + tlen + hdr["plen"])
-    todo = valid.copy() if not len(span.checked) else valid & ~np.isin(starts, span.checked)
+    todo = valid & ~among(starts, span.checked)
     if todo.any():
         view = memoryview(span.data)
         sums = zip(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import socket
 
 import pytest
 import requests
@@ -209,3 +210,58 @@ def test_cluster_key_lookup_merges_peers_in_binary(cluster):
             assert cols.to_rows("cols-spread") == as_rows(doc["messages"])
             limited = client.lookup_key_columns("cols-spread", "shared", max_count=5)
             assert len(limited) == 5 and limited.limit_reached
+
+
+@pytest.fixture(scope="module")
+def large(node):
+    """24,000 messages of about 120 bytes: a partition's binary answer runs to megabytes."""
+    requests.post(node.url("/v1/topics"), json={"name": "large", "partitions": 2})
+    for b in range(4):
+        messages = [
+            {"partition": i % 2, "key": f"k{b}-{i}", "value": f"{b}-{i}-".ljust(120, "v")}
+            for i in range(6000)
+        ]
+        resp = requests.post(node.url("/v1/topics/large/messages"), json={"messages": messages})
+        assert resp.status_code == 200, resp.text
+    return node
+
+
+LARGE_READ = {"offset": 0, "max_messages": 10_000, "max_bytes": 64 << 20}
+
+
+def test_a_large_binary_answer_arrives_whole(large):
+    """Answers of megabytes leave the node as pieces (views of the body, one MiB each): one
+    Content-Length, no chunked framing, and the same messages as the JSON answer; the
+    multi-partition fetch through the client's consumer reads every message once."""
+    path = "/v1/topics/large/partitions/1/messages"
+    resp = read(large, path, LARGE_READ, BINARY)
+    assert len(resp.content) > 1024 * 1024  # more than one piece
+    assert int(resp.headers["Content-Length"]) == len(resp.content)
+    assert "Transfer-Encoding" not in resp.headers
+    cols = decode_read_answer(resp.content)
+    assert len(cols) == 10_000
+    assert cols.to_rows("large") == as_rows(read(large, path, LARGE_READ).json()["messages"])
+    with Client(large.address) as client, client.consumer("large", page=10_000) as consumer:
+        keys = [k for page in consumer for k in page.key_text()]
+    assert len(keys) == len(set(keys)) == 24_000
+
+
+def test_a_client_that_leaves_mid_answer_does_not_hurt_the_node(large):
+    """Clients that hang up with megabytes of their answer unsent: the node stops writing
+    to them and goes on answering everyone else."""
+    request = (
+        "GET /v1/topics/large/partitions/0/messages?offset=0&max_messages=10000"
+        f"&max_bytes={64 << 20} HTTP/1.1\r\nHost: node\r\nAccept: {CONTENT_TYPE}\r\n\r\n"
+    ).encode()
+    logged = large.log.stat().st_size
+    for _ in range(5):
+        with socket.create_connection(("127.0.0.1", large.port)) as sock:
+            sock.sendall(request)
+            assert sock.recv(4096).startswith(b"HTTP/1.1 200")  # the answer has begun
+    assert requests.get(large.url("/healthz")).status_code == 200
+    with open(large.log, "rb") as log:  # a hang-up is no error of the node's
+        log.seek(logged)
+        assert b"Traceback" not in log.read()
+    path = "/v1/topics/large/partitions/0/messages"
+    cols = decode_read_answer(read(large, path, LARGE_READ, BINARY).content)
+    assert len(cols) == 10_000

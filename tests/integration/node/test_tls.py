@@ -115,6 +115,21 @@ def test_client_with_the_ca_and_token_works(tls_node):
             client.list_topics()
 
 
+def test_answers_of_megabytes_come_whole_over_tls(tls_node):
+    """A binary answer larger than one of the pieces the node writes it in (1 MiB) goes
+    through TLS whole: every message once, in order."""
+    with Client(tls_node.address, token=TOKEN, ca=tls_node.ca_file) as client:
+        client.create_topic("tls-large", partitions=1)
+        for b in range(4):
+            batch = [{"key": f"k{b}-{i}", "value": "v" * 300} for i in range(5000)]
+            client.produce("tls-large", batch)
+        with client.consumer("tls-large", page=10_000) as consumer:
+            pages = list(consumer)
+    assert max(len(p) for p in pages) == 10_000  # about 3.5 MB in one answer
+    offsets = [int(o) for p in pages for o in p.offsets]
+    assert offsets == list(range(20_000))
+
+
 def test_ca_from_the_environment_and_bare_host_gets_https(tls_node, monkeypatch):
     monkeypatch.setenv("MSGSTORE_CA", tls_node.ca_file)
     with Client(f"127.0.0.1:{tls_node.port}", token=TOKEN) as client:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from storage_node.errors import CorruptData, InvalidArgument
 from storage_node.store import MessageIn, Store, TopicConfig
-from storage_node.store.columnar import ReadBatch
+from storage_node.store.columnar import ReadBatch, among
 from storage_node.store.types import Message
 from tests.unit.store.conftest import small_config
 from tests.unit.store.reference_read import reference_read
@@ -381,3 +381,16 @@ def test_fetch_columns_answers_each_partition_as_its_own_read() -> None:
             assert fetched.value.details == alone.value.details
         finally:
             s.close()
+
+
+@given(
+    st.lists(st.integers(0, 60), max_size=30),
+    st.lists(st.integers(0, 60), max_size=30),
+)
+def test_among_is_membership_in_a_sorted_pool(values: list[int], pool: list[int]) -> None:
+    """The frames already checked in a span are found by binary search: the same answer as
+    ``np.isin``, for values before, inside and past the pool, and for an empty pool."""
+    sorted_pool = np.unique(np.array(pool, dtype=np.int64))
+    got = among(np.array(values, dtype=np.int64), sorted_pool)
+    assert got.dtype == bool
+    assert got.tolist() == np.isin(values, sorted_pool).tolist()
