@@ -17,6 +17,7 @@ import logging
 import os
 import shutil
 import threading
+import zlib
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -31,6 +32,27 @@ from storage_node.wire.routing_table import RoutingTable, TopicRoute
 
 log = logging.getLogger(__name__)
 LOG_INFO = "log.json"  # the IP the log's message IDs carry (kept across failovers)
+
+
+STANDIN_NET = int(ipaddress.IPv4Address("240.0.0.0"))  # 240.0.0.0/4: reserved, no host has one
+
+
+def standin_ip(log_id: str, log_ids: list[str]) -> str:
+    """The IP a log's message IDs carry when no node address gives it one: an address in
+    240.0.0.0/4, which no host is given, so it never equals a log's IP taken from its first
+    leader's address. Two logs of a routing table never get the same one: the logs, in
+    sorted order, each take the first free address from a hash of their name on."""
+    taken: set[int] = set()
+    mine = None
+    for name in sorted({*log_ids, log_id}):
+        slot = zlib.crc32(name.encode()) & 0x0FFFFFFF
+        while slot in taken:
+            slot = (slot + 1) & 0x0FFFFFFF
+        taken.add(slot)
+        if name == log_id:
+            mine = slot
+    assert mine is not None
+    return str(ipaddress.IPv4Address(STANDIN_NET | mine))
 
 
 class HostedLog:
@@ -196,8 +218,11 @@ class LogHost:
         if not hosted.epochs.entries or hosted.epochs.latest < epoch:
             hosted.epochs.begin(epoch, store.log.end)
         ip = hosted.node_ip()
-        if ip is None:  # a copy that never heard from a leader (promoted empty)
-            ip = self._home_ip(hosted.id) or self.config.node_ip
+        if ip is None:  # the log's first leader, or a copy that never heard from one
+            if hosted.id == self.node_id:
+                ip = self.config.node_ip
+            else:
+                ip = self._home_ip(hosted.id) or standin_ip(hosted.id, self._log_ids())
             hosted.remember_node_ip(ip)
         store.set_node_ip(ip)  # message IDs keep the log's IP across failovers
         hosted.tracker = InSyncTracker(followers, min_in_sync)
@@ -223,11 +248,15 @@ class LogHost:
             hosted.follower.start()
         log.info("following log %s led by %s at epoch %d", hosted.id, leader, epoch)
 
+    def _log_ids(self) -> list[str]:
+        return [] if self.table is None else sorted(self.table.logs)
+
     def _home_ip(self, log_id: str) -> str | None:
         """The IP of the node a log is named after, where its address says it alone: the
         IP the log's first leader gave its message IDs. Another log's IP (this node's own)
-        would hand out IDs that log hands out too."""
-        if log_id == self.node_id or self.table is None:
+        would hand out IDs that log hands out too. None where addresses are host names (on
+        Kubernetes): ``standin_ip`` then."""
+        if self.table is None:
             return None
         hosts = {n.id: urlsplit(n.address).hostname or "" for n in self.table.nodes}
         home = hosts.get(log_id)

@@ -3,6 +3,7 @@ validation, leader-epoch history, and the checks a follower makes on a shipment.
 
 from __future__ import annotations
 
+import ipaddress
 import shutil
 import threading
 from pathlib import Path
@@ -13,7 +14,7 @@ from storage_node.cli.local import free_port
 from storage_node.errors import CorruptData, Fenced, InvalidArgument, OffsetOutOfRange
 from storage_node.formats.record import check_frames
 from storage_node.replication.epochs import LeaderEpochs, check_epoch
-from storage_node.replication.replicas import LogHost
+from storage_node.replication.replicas import LogHost, standin_ip
 from storage_node.replication.shipping import FETCH_BYTES
 from storage_node.store import MessageIn, Store, StoreConfig, TopicConfig
 from storage_node.wire.routing_table import new_local_table, parse_routing
@@ -196,3 +197,48 @@ def test_a_copy_promoted_before_it_heard_from_a_leader_keeps_its_logs_ip(tmp_pat
         assert led.store.node_ip != host.logs["node-1"].store.node_ip
     finally:
         host.close()
+
+
+def test_on_kubernetes_a_copy_promoted_before_it_heard_from_a_leader_gets_its_own_ip(
+    tmp_path: Path,
+) -> None:
+    # Node addresses are host names there, so the table cannot say the log's IP. A copy of
+    # node-2's log promoted on node-0 before it copied anything once took node-0's own IP:
+    # node-0's log and node-2's then gave the same message IDs to different messages (the
+    # end-to-end replication test found a lookup by ID answered with another message).
+    nodes = [(f"node-{i}", f"http://node-{i}.nodes.shop.svc:{free_port()}") for i in range(3)]
+    table = new_local_table(nodes, 3).with_topic("t", 3, "lz4", 1.0)
+    config = StoreConfig(data_dir=str(tmp_path), lifecycle_interval_s=0, node_ip="10.244.2.19")
+    host = LogHost("node-0", str(tmp_path), config, {}, False)
+    try:
+        host.apply(table)
+        routes = dict(table.logs)
+        for log_id in ("node-0", "node-2"):  # the controller names node-0 their leader
+            old = routes[log_id]
+            routes[log_id] = type(old)(log_id, "node-0", old.epoch + 1, old.replicas)
+        host.apply(table.with_logs(routes))
+        own, taken = host.logs["node-0"], host.logs["node-2"]
+        assert own.role == taken.role == "leader"
+        assert own.node_ip() == "10.244.2.19"  # a log's first leader: its own address
+        assert taken.node_ip() == standin_ip("node-2", sorted(table.logs))
+        assert ipaddress.IPv4Address(taken.node_ip()) in ipaddress.IPv4Network("240.0.0.0/4")
+        assert own.store.node_ip != taken.store.node_ip
+        for hosted in (own, taken):
+            hosted.store.create_topic(TopicConfig("t", 3, "lz4"))
+        for p in range(3):  # IDs handed out by both logs never meet
+            own.store.append("t", [MessageIn(b"a", partition=p)])
+            taken.store.append("t", [MessageIn(b"b", partition=p)])
+        ids_own = {m.msg_id for p in range(3) for m in own.store.read("t", p, 0).messages}
+        ids_taken = {m.msg_id for p in range(3) for m in taken.store.read("t", p, 0).messages}
+        assert ids_own and ids_taken and not ids_own & ids_taken
+    finally:
+        host.close()
+
+
+def test_standin_ips_differ_for_every_log_of_a_table() -> None:
+    """Hash collisions move a log to the next free address, the same way on every node."""
+    names = [f"store-{i}" for i in range(2000)]
+    ips = [standin_ip(n, names) for n in names]
+    assert len(set(ips)) == len(names)
+    assert all(ipaddress.IPv4Address(ip) in ipaddress.IPv4Network("240.0.0.0/4") for ip in ips)
+    assert standin_ip("store-7", list(reversed(names))) == ips[7]  # order of the table: none
