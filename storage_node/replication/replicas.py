@@ -219,10 +219,7 @@ class LogHost:
             hosted.epochs.begin(epoch, store.log.end)
         ip = hosted.node_ip()
         if ip is None:  # the log's first leader, or a copy that never heard from one
-            if hosted.id == self.node_id:
-                ip = self.config.node_ip
-            else:
-                ip = self._home_ip(hosted.id) or standin_ip(hosted.id, self._log_ids())
+            ip = self._home_ip(hosted.id) or standin_ip(hosted.id, self._log_ids())
             hosted.remember_node_ip(ip)
         store.set_node_ip(ip)  # message IDs keep the log's IP across failovers
         hosted.tracker = InSyncTracker(followers, min_in_sync)
@@ -252,10 +249,10 @@ class LogHost:
         return [] if self.table is None else sorted(self.table.logs)
 
     def _home_ip(self, log_id: str) -> str | None:
-        """The IP of the node a log is named after, where its address says it alone: the
-        IP the log's first leader gave its message IDs. Another log's IP (this node's own)
-        would hand out IDs that log hands out too. None where addresses are host names (on
-        Kubernetes): ``standin_ip`` then."""
+        """The IP of the node a log is named after, where its address says it alone. None
+        where addresses are host names (Kubernetes) or share one host (a local cluster):
+        then a pod's IP, which a later pod may be given, or this node's IP, which its own
+        log carries, would hand out IDs another log hands out too; ``standin_ip`` instead."""
         if self.table is None:
             return None
         hosts = {n.id: urlsplit(n.address).hostname or "" for n in self.table.nodes}
