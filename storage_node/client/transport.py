@@ -18,8 +18,15 @@ from storage_node.client.core import Call, answer_of
 from storage_node.errors import Unavailable
 from storage_node.tls import client_context
 
-# a reused keep-alive connection the node closed meanwhile fails like this before any answer
-_STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
+# a reused keep-alive connection the node closed meanwhile fails like this before any answer;
+# over TLS as an EOF (a pod shutting down): the connection ended, TLS itself did not fail
+_STALE = (
+    http.client.RemoteDisconnected,
+    ConnectionResetError,
+    BrokenPipeError,
+    ssl.SSLEOFError,
+    ssl.SSLZeroReturnError,
+)
 
 
 def _no_delay(sock: socket.socket) -> None:
@@ -90,17 +97,17 @@ class HttpTransport:
                 if resp.will_close:
                     self._drop(call.address)
                 return answer_of(call, resp.status, resp.getheaders(), content)
-            except ssl.SSLError as exc:
-                self._drop(call.address)
-                raise TlsError(
-                    f"TLS with {call.address} failed: {exc}", address=call.address
-                ) from None
-            except _STALE as exc:
+            except _STALE as exc:  # before SSLError: a TLS EOF is one of these
                 self._drop(call.address)
                 if reused and attempt == 0:
                     continue  # the node closed an idle connection: one fresh try
                 raise Unavailable(
                     f"cannot reach {call.address}: {exc}", address=call.address
+                ) from None
+            except ssl.SSLError as exc:
+                self._drop(call.address)
+                raise TlsError(
+                    f"TLS with {call.address} failed: {exc}", address=call.address
                 ) from None
             except (OSError, http.client.HTTPException) as exc:
                 self._drop(call.address)

@@ -19,6 +19,7 @@ from cryptography import x509
 from storage_node import tls
 from storage_node.cli.local import LocalCluster
 from storage_node.client import AsyncClient, Client, TlsError, Unauthenticated
+from storage_node.errors import Unavailable
 from tests.integration.node.conftest import NodeProcess
 
 TOKEN = "tls-test-token"
@@ -128,6 +129,38 @@ def test_answers_of_megabytes_come_whole_over_tls(tls_node):
     assert max(len(p) for p in pages) == 10_000  # about 3.5 MB in one answer
     offsets = [int(o) for p in pages for o in p.offsets]
     assert offsets == list(range(20_000))
+
+
+def test_a_tls_connection_the_server_drops_is_unavailable_not_a_tls_error(tmp_path, ca):
+    """A node going away (a pod shutting down) closes connections before their TLS
+    handshake ends: an EOF. That is a node out of reach, which the client retries (a produce
+    resends the same batch), not a TLS failure, which it does not: a rolling restart on
+    Kubernetes once made a producer give up with "EOF occurred in violation of protocol"."""
+    ca_file = tls.write_pair(tmp_path, "ca", ca)[0]
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    served: list[int] = []
+
+    def serve() -> None:  # a node going away: takes connections and closes them at once
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            served.append(1)
+            conn.close()  # the client's TLS handshake meets an EOF
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        address = f"https://127.0.0.1:{port}"
+        with Client(address, ca=str(ca_file), max_retries=2, timeout=10) as client:
+            with pytest.raises(Unavailable):
+                client.list_topics()
+        assert len(served) >= 2  # it was tried again
+    finally:
+        listener.close()
+        thread.join(5)
 
 
 def test_ca_from_the_environment_and_bare_host_gets_https(tls_node, monkeypatch):
