@@ -53,7 +53,7 @@ controlplane:
 ## make images [IMAGES=node|spark|all]: the node+operator and Spark job images, built
 ## locally without a registry (docs/IMAGES.md)
 IMAGES ?= all
-images:
+images: system $(STAMP)
 	bash scripts/build-images.sh $(IMAGES)
 
 ## make kind-binaries / kind-node-image: kind, kubelet, containerd, ... built from Go modules and a

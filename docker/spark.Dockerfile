@@ -6,6 +6,7 @@
 #                                    numpy and the rest of msgstore's pins, plus msgstore
 #   /opt/spark                       SPARK_HOME: bin/, jars/, sbin/ of the pyspark package
 #                                    (links), conf/ (Spark mounts its ConfigMap there), work-dir/
+#   /opt/spark/jars/msgstore-spark-reader.jar  the JVM batch reader (msgstore_spark.load)
 #   /opt/msgstore/spark/jobs/        the jobs (operator/msgstore_operator/spark_job.py: local:///opt/msgstore/spark/jobs)
 #   /opt/msgstore/data/orders-sample.jsonl   100,000 sample order events (scripts/kind-up.sh)
 # and runs as uid/gid 185 ("spark"), the uid of Apache Spark's images.
@@ -78,6 +79,9 @@ COPY msgstore/ /opt/msgstore/dist/
 RUN pip install -q --no-index --find-links /opt/msgstore/dist 'msgstore[spark]' \
  && python3 -c "from storage_node.demo.sample_data import ensure_sample_file; ensure_sample_file('/opt/msgstore/data/orders-sample.jsonl', 100000)" \
  && chmod -R a+rX /opt/msgstore
+# The JVM batch reader (msgstore_spark.load) joins Spark's own jars: on every driver's and
+# executor's classpath without a --jars.
+COPY jars/ /opt/venv/lib/python3.11/site-packages/pyspark/jars/
 COPY jobs/ /opt/msgstore/spark/jobs/
 RUN python3 -m compileall -q /opt/msgstore/spark/jobs && chmod -R a+rX /opt/msgstore/spark
 COPY entrypoint.sh /opt/entrypoint.sh

@@ -314,6 +314,14 @@ link_into() { # link_into DIR FILE...: hard links (a copy across file systems)
   for f in "$@"; do ln "$f" "$dir/" 2>/dev/null || cp -p "$f" "$dir/"; done
 }
 
+reader_jar() { # the Spark JVM reader's jar, built by the project's venv (make venv)
+  local py=${MSGSTORE_PYTHON:-.venv/bin/python} jar
+  [[ -x "$py" ]] || die "no $py to build the Spark JVM reader's jar with: run 'make venv' first"
+  jar=$("$py" -c 'from msgstore_spark.jvm_reader import jar_path; print(jar_path() or "")')
+  [[ -n "$jar" ]] || die "javac is missing for the Spark JVM reader's jar: run scripts/setup-system.sh"
+  echo "$jar"
+}
+
 stage_context() { # stage_context IMAGE: sets CTX
   local image=$1 files
   CTX="$CACHE/context/$image"
@@ -328,8 +336,11 @@ stage_context() { # stage_context IMAGE: sets CTX
   else
     cp docker/spark.Dockerfile "$CTX/Dockerfile"
     cp docker/spark-entrypoint.sh "$CTX/entrypoint.sh"
-    mkdir -p "$CTX/jobs"
+    mkdir -p "$CTX/jobs" "$CTX/jars"
     cp spark/jobs/*.py "$CTX/jobs/"
+    # The JVM reader's jar (msgstore_spark.load), compiled here against the same pyspark
+    # pin: the image has a Java runtime, not javac.
+    cp "$(reader_jar)" "$CTX/jars/"
   fi
 }
 

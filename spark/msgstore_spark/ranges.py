@@ -22,12 +22,14 @@ MAX_PAGE_BYTES = 64 * 1024 * 1024
 
 @dataclass
 class OffsetRange(InputPartition):
-    """Offsets [start, end) of one partition of one topic."""
+    """Offsets [start, end) of one partition of one topic (``owner``: its node's address
+    when the plan was made, where the JVM reader asks first)."""
 
     topic: str
     partition: int
     start: int
     end: int
+    owner: str | None = None
 
 
 @dataclass
@@ -37,9 +39,12 @@ class TaskRanges(InputPartition):
     ranges: list[OffsetRange]
 
 
-def split_range(topic: str, partition: int, start: int, end: int, size: int) -> list[OffsetRange]:
+def split_range(
+    topic: str, partition: int, start: int, end: int, size: int, owner: str | None = None
+) -> list[OffsetRange]:
     return [
-        OffsetRange(topic, partition, lo, min(lo + size, end)) for lo in range(start, end, size)
+        OffsetRange(topic, partition, lo, min(lo + size, end), owner)
+        for lo in range(start, end, size)
     ]
 
 

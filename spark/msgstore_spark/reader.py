@@ -58,6 +58,7 @@ def plan_ranges(opts: ReadOptions) -> list[OffsetRange]:
                             start,
                             end,
                             opts.max_records_per_partition,
+                            state.owner_address,
                         )
                     )
         return ranges

@@ -11,6 +11,8 @@ import sys
 
 from pyspark.sql import SparkSession
 
+from msgstore_spark.jvm_reader import jar_path
+
 # Spark hands every task of a Python data source to a Python worker over a socket. Over
 # loopback TCP a short query on a quiet 2-core machine waited about 30 ms in that hand-off
 # (a 6-row read of the msgstore source: 0.14 s per query, 0.105 s with Unix domain sockets;
@@ -21,9 +23,15 @@ WORKER_SOCKETS = {"spark.python.unix.domain.socket.enabled": "true"}
 
 
 def with_msgstore_settings(builder: SparkSession.Builder) -> SparkSession.Builder:
-    """``builder`` with the settings above (before the session is created: they are static)."""
+    """``builder`` with the settings above and the JVM reader's jar (``jvm_reader.load``)
+    added to ``spark.jars`` where it can be built (before the session is created: they are
+    static)."""
     for key, value in WORKER_SOCKETS.items():
         builder = builder.config(key, value)
+    jar = jar_path()
+    if jar is not None:
+        given = builder._options.get("spark.jars")
+        builder = builder.config("spark.jars", f"{given},{jar}" if given else jar)
     return builder
 
 

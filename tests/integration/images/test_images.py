@@ -241,9 +241,12 @@ def plus_one(s: pd.Series) -> pd.Series:
 
 df = spark.range(0, 1000).withColumn("k", F.col("id") % 10)
 rows = df.groupBy("k").agg(F.sum(plus_one("id")).alias("s")).collect()
+# the JVM reader (msgstore_spark.load) is on the image's classpath: an empty plan reads nothing
+plan = {"tasks": [], "endpoints": [], "fetchSize": 10, "timeoutMs": 1000}
+empty = spark.read.format("msgstore.spark.FetchSource").option("plan", json.dumps(plan)).load()
 print("RESULT " + json.dumps({
     "groups": len(rows), "total": sum(r.s for r in rows), "spark": spark.version,
-    "msgstore_spark": msgstore_spark.__file__,
+    "msgstore_spark": msgstore_spark.__file__, "jvm_reader": [empty.count(), len(empty.columns)],
 }))
 spark.stop()
 """
@@ -264,7 +267,8 @@ def job_dir() -> Iterator[Path]:
 
 def test_spark_driver_role_runs_a_local_pyspark_job(images, job_dir):
     """The entrypoint's driver role (spark-submit in client mode) runs a PySpark job that
-    imports msgstore_spark and runs a pandas UDF in the Python workers (pyarrow, pandas)."""
+    imports msgstore_spark, runs a pandas UDF in the Python workers (pyarrow, pandas) and
+    finds the JVM reader's class in the image's Spark jars."""
     proc = docker_run(
         images["spark"],
         "driver",
@@ -279,6 +283,7 @@ def test_spark_driver_role_runs_a_local_pyspark_job(images, job_dir):
     assert line, show(proc)
     result = json.loads(line.removeprefix("RESULT "))
     assert result["groups"] == 10 and result["total"] == sum(range(1, 1001)), result
+    assert result["jvm_reader"] == [0, 8], result
     assert result["msgstore_spark"].startswith("/opt/venv/lib/python3.11/site-packages/"), result
     assert "spark-entrypoint: driver:" in proc.stderr and "--deploy-mode client" in proc.stderr
 

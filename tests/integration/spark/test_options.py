@@ -164,3 +164,20 @@ def test_pack_ranges_fills_tasks_up_to_the_target_within_the_cap():
     pieces = [OffsetRange("a", 0, 0, 30), OffsetRange("a", 0, 30, 40)]
     assert [len(t.ranges) for t in pack_ranges(pieces, 100, 100)] == [1, 1]
     assert pack_ranges([], 100, 100) == []
+
+
+def test_jvm_tasks_ask_one_node_each():
+    """The JVM reader's tasks: ranges grouped by (topic, owner) before packing, so every
+    task's fetches go to one node; the Python source's packing ignores owners."""
+    from msgstore_spark.jvm_reader import owner_tasks
+
+    ranges = [OffsetRange("a", p, 0, 40, f"http://n{p % 2}:1") for p in range(4)]
+    ranges += [OffsetRange("b", 0, 0, 40, "http://n0:1"), OffsetRange("a", 9, 5, 5, "http://n1:1")]
+    tasks = owner_tasks(ranges, min_records=1_000, max_records=1_000)
+    got = sorted(sorted((r.topic, r.partition, r.owner) for r in t.ranges) for t in tasks)
+    assert got == [
+        [("a", 0, "http://n0:1"), ("a", 2, "http://n0:1")],
+        [("a", 1, "http://n1:1"), ("a", 3, "http://n1:1")],
+        [("b", 0, "http://n0:1")],
+    ]
+    assert len(pack_ranges(ranges, 1_000, 1_000)) == 2  # by topic only
