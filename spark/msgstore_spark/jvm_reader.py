@@ -22,12 +22,11 @@ import shutil
 import subprocess
 import tempfile
 import zipfile
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from msgstore_spark.options import read_options
-from msgstore_spark.ranges import OffsetRange, pack_ranges
+from msgstore_spark.ranges import OffsetRange
 
 SOURCE_CLASS = "msgstore.spark.FetchSource"
 _SOURCES = Path(__file__).parent / "jvm"
@@ -85,15 +84,37 @@ def jar_path() -> str | None:
     return str(jar)
 
 
-def owner_tasks(ranges: list[OffsetRange], min_records: int, max_records: int) -> list[Any]:
-    """Tasks that each ask one node: ranges grouped by topic and owner, then packed as the
-    Python source packs them (``pack_ranges``)."""
-    groups: dict[tuple[str, str | None], list[OffsetRange]] = defaultdict(list)
+def slice_tasks(
+    ranges: list[OffsetRange], parallelism: int, min_records: int, max_records: int
+) -> list[dict[str, Any]]:
+    """The JVM reader's tasks: each takes one slice of every partition of its topic, so every
+    task reads from all the owning nodes at once (a fetch thread per node) and the nodes
+    work side by side; tasks packed by owner left a node idle while a task of another one
+    ran. As many tasks as cores (``parallelism``), fewer for a read below
+    ``min_records`` per task, more where a slice would exceed ``max_records``."""
+    spans: dict[str, dict[int, list[Any]]] = {}  # topic -> partition -> [start, end, owner]
     for rng in ranges:
-        groups[(rng.topic, rng.owner)].append(rng)
-    return [
-        task for group in groups.values() for task in pack_ranges(group, min_records, max_records)
-    ]
+        if rng.end <= rng.start:
+            continue
+        span = spans.setdefault(rng.topic, {}).setdefault(
+            rng.partition, [rng.start, rng.end, rng.owner]
+        )
+        span[0], span[1] = min(span[0], rng.start), max(span[1], rng.end)
+    tasks: list[dict[str, Any]] = []
+    for topic, parts in spans.items():
+        total = sum(end - start for start, end, _ in parts.values())
+        longest = max(end - start for start, end, _ in parts.values())
+        count = max(1, min(parallelism, -(-total // min_records)), -(-longest // max_records))
+        for k in range(count):
+            sliced = []
+            for p, (start, end, owner) in parts.items():
+                lo = start + (end - start) * k // count
+                hi = start + (end - start) * (k + 1) // count
+                if hi > lo:
+                    sliced.append([p, lo, hi, owner])
+            if sliced:
+                tasks.append({"topic": topic, "ranges": sliced})
+    return tasks
 
 
 def load(spark: Any, **options: str) -> Any:
@@ -104,14 +125,15 @@ def load(spark: Any, **options: str) -> Any:
     opts = read_options(options, streaming=False)
     ranges = plan_ranges(opts)
     endpoints = opts.conn.endpoints
-    tasks = [
-        {
-            "topic": task.ranges[0].topic,
-            "address": task.ranges[0].owner or endpoints[0],
-            "ranges": [[r.partition, r.start, r.end] for r in task.ranges],
-        }
-        for task in owner_tasks(ranges, opts.min_records_per_task, opts.max_records_per_partition)
-    ]
+    tasks = slice_tasks(
+        ranges,
+        spark.sparkContext.defaultParallelism,
+        opts.min_records_per_task,
+        opts.max_records_per_partition,
+    )
+    for task in tasks:
+        for rng in task["ranges"]:
+            rng[3] = rng[3] or endpoints[0]
     plan = {
         "tasks": tasks,
         "endpoints": endpoints,

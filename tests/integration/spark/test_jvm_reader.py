@@ -130,7 +130,7 @@ def test_bad_options_are_refused_before_spark_reads(spark, endpoints, mixed_topi
 def _plan(endpoints, topic, address, ranges, timeout_ms=60_000):
     return json.dumps(
         {
-            "tasks": [{"topic": topic, "address": address, "ranges": ranges}],
+            "tasks": [{"topic": topic, "ranges": [[*r, address] for r in ranges]}],
             "endpoints": endpoints,
             "fetchSize": 10_000,
             "tag": None,
@@ -196,7 +196,7 @@ def test_tls_and_token(spark, tmp_path_factory):
         # a plan whose CA signed none of these nodes' certificates: refused at once
         wrong_ca = json.dumps(
             {
-                "tasks": [{"topic": "t", "address": secured.addresses[0], "ranges": [[0, 0, 5]]}],
+                "tasks": [{"topic": "t", "ranges": [[0, 0, 5, secured.addresses[0]]]}],
                 "endpoints": secured.addresses,
                 "fetchSize": 100,
                 "tag": None,

@@ -166,18 +166,26 @@ def test_pack_ranges_fills_tasks_up_to_the_target_within_the_cap():
     assert pack_ranges([], 100, 100) == []
 
 
-def test_jvm_tasks_ask_one_node_each():
-    """The JVM reader's tasks: ranges grouped by (topic, owner) before packing, so every
-    task's fetches go to one node; the Python source's packing ignores owners."""
-    from msgstore_spark.jvm_reader import owner_tasks
+def test_jvm_tasks_take_a_slice_of_every_partition():
+    """The JVM reader's tasks: as many as cores (fewer for a small read, more where a slice
+    would pass maxRecordsPerPartition), each holding every partition once, the slices
+    covering each partition's range exactly; owners go with their partitions."""
+    from msgstore_spark.jvm_reader import slice_tasks
 
-    ranges = [OffsetRange("a", p, 0, 40, f"http://n{p % 2}:1") for p in range(4)]
-    ranges += [OffsetRange("b", 0, 0, 40, "http://n0:1"), OffsetRange("a", 9, 5, 5, "http://n1:1")]
-    tasks = owner_tasks(ranges, min_records=1_000, max_records=1_000)
-    got = sorted(sorted((r.topic, r.partition, r.owner) for r in t.ranges) for t in tasks)
-    assert got == [
-        [("a", 0, "http://n0:1"), ("a", 2, "http://n0:1")],
-        [("a", 1, "http://n1:1"), ("a", 3, "http://n1:1")],
-        [("b", 0, "http://n0:1")],
+    ranges = [OffsetRange("a", p, 0, 1000, f"http://n{p % 3}:1") for p in range(6)]
+    ranges += [
+        OffsetRange("a", 6, 1000, 1500, "http://n0:1"),
+        OffsetRange("a", 6, 1500, 2000, "http://n0:1"),
     ]
-    assert len(pack_ranges(ranges, 1_000, 1_000)) == 2  # by topic only
+    ranges += [OffsetRange("b", 0, 7, 7, "http://n1:1")]  # empty: no task
+    tasks = slice_tasks(ranges, parallelism=4, min_records=1000, max_records=10_000)
+    assert len(tasks) == 4 and {t["topic"] for t in tasks} == {"a"}
+    for p in range(7):
+        pieces = sorted((lo, hi) for t in tasks for q, lo, hi, _ in t["ranges"] if q == p)
+        want = (1000, 2000) if p == 6 else (0, 1000)
+        assert pieces[0][0] == want[0] and pieces[-1][1] == want[1]
+        assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:], strict=False))
+    assert all(len({r[0] for r in t["ranges"]}) == len(t["ranges"]) for t in tasks)
+    assert {r[3] for t in tasks for r in t["ranges"] if r[0] == 4} == {"http://n1:1"}
+    assert len(slice_tasks(ranges, 4, min_records=100_000, max_records=10_000)) == 1
+    assert len(slice_tasks(ranges, 2, min_records=1, max_records=100)) == 10  # 1000 / 100

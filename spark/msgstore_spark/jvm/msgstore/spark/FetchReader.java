@@ -5,27 +5,28 @@ import java.nio.ByteBuffer;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
-import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 /**
- * Reads one task's ranges. A fetch thread asks each owning node for the next page of each of
- * its partitions (one multi-partition fetch per node) and queues the answers, a few ahead, so
- * the nodes work while Spark takes in the pages before. A node that moved a partition (421) is
+ * Reads one task's ranges. A fetch thread per owning node asks it for the next page of each of
+ * its partitions (one multi-partition fetch) and queues the answers, a few ahead, so the nodes
+ * work side by side while Spark takes in the pages before. A node that moved a partition (421) is
  * followed to the owner it names; an outage or a replaced leader is retried on the other
  * endpoints, backing off, until the timeout.
  */
 final class FetchReader implements PartitionReader<ColumnarBatch> {
   private static final int MAX_PAGE_BYTES = 64 * 1024 * 1024;
-  private static final int AHEAD = 2; // answers fetched ahead of Spark
+  private static final int AHEAD = 4; // answers fetched ahead of Spark
   private static final Object END = new Object();
 
   private final NodeSettings settings;
@@ -36,15 +37,27 @@ final class FetchReader implements PartitionReader<ColumnarBatch> {
   private final long[] ends;
   private final String[] addresses; // each partition's owner, as far as this task knows
   private final PageColumns columns;
-  private final Map<String, NodeConnection> connections = new ConcurrentHashMap<>();
+  private final List<NodeConnection> connections = new CopyOnWriteArrayList<>();
   private final BlockingQueue<Object> ready = new ArrayBlockingQueue<>(AHEAD);
   private final ArrayDeque<Pending> pages = new ArrayDeque<>();
-  private final Thread fetcher;
+  private final List<Thread> fetchers = new ArrayList<>();
   private volatile boolean closed;
-  private boolean done;
+  private int running; // fetch threads not ended yet (read by the task's thread only)
   private ColumnarBatch current;
 
-  private record Pending(ByteBuffer body, PageColumns.Page page, int keep) {}
+  private record Pending(Body body, PageColumns.Page page, int keep) {}
+
+  /** An answer's array and how many of its pages are still to be decoded (task thread). */
+  private static final class Body {
+    final byte[] array;
+    final ByteBuffer view;
+    int pagesLeft;
+
+    Body(byte[] array, ByteBuffer view) {
+      this.array = array;
+      this.view = view;
+    }
+  }
 
   FetchReader(NodeSettings settings, StructType required, FetchTask task) {
     this.settings = settings;
@@ -53,18 +66,26 @@ final class FetchReader implements PartitionReader<ColumnarBatch> {
     this.partitions = task.partitions.clone();
     this.next = task.starts.clone();
     this.ends = task.ends.clone();
-    this.addresses = new String[partitions.length];
-    Arrays.fill(addresses, task.address);
+    this.addresses = task.addresses.clone();
     this.columns = new PageColumns(required, topic, settings.fetchSize);
-    this.fetcher = new Thread(this::fetchAll, "msgstore-fetch-" + topic);
-    this.fetcher.setDaemon(true);
-    this.fetcher.start();
+    Map<String, List<Integer>> byNode = new LinkedHashMap<>();
+    for (int i = 0; i < partitions.length; i++) {
+      byNode.computeIfAbsent(addresses[i], a -> new ArrayList<>()).add(i);
+    }
+    for (List<Integer> group : byNode.values()) {
+      int[] mine = group.stream().mapToInt(Integer::intValue).toArray();
+      Thread t = new Thread(() -> fetchAll(mine), "msgstore-fetch-" + topic);
+      t.setDaemon(true);
+      fetchers.add(t);
+    }
+    running = fetchers.size();
+    fetchers.forEach(Thread::start);
   }
 
   @Override
   public boolean next() throws IOException {
     while (pages.isEmpty()) {
-      if (done) {
+      if (running == 0) {
         return false;
       }
       Object got;
@@ -75,7 +96,7 @@ final class FetchReader implements PartitionReader<ColumnarBatch> {
         throw new IOException("interrupted while reading topic " + topic, e);
       }
       if (got == END) {
-        done = true;
+        running--;
       } else if (got instanceof IOException e) {
         throw new IOException(e.getMessage(), e);
       } else if (got instanceof Throwable t) {
@@ -87,7 +108,10 @@ final class FetchReader implements PartitionReader<ColumnarBatch> {
       }
     }
     Pending p = pages.poll();
-    current = columns.decode(p.body(), p.page(), p.keep());
+    current = columns.decode(p.body().view, p.page(), p.keep());
+    if (--p.body().pagesLeft == 0) {
+      BufferPool.give(p.body().array); // decoding copied what the batch needs
+    }
     return true;
   }
 
@@ -99,17 +123,21 @@ final class FetchReader implements PartitionReader<ColumnarBatch> {
   @Override
   public void close() {
     closed = true;
-    fetcher.interrupt();
-    connections.values().forEach(NodeConnection::close); // unblocks a read in progress
+    fetchers.forEach(Thread::interrupt);
+    connections.forEach(NodeConnection::close); // unblocks a read in progress
     columns.close();
   }
 
-  /** The fetch thread: step after step until every range is read, then END (or the error). */
-  private void fetchAll() {
+  /**
+   * A fetch thread over its partitions (``mine``, indexes into this task's arrays, touched by
+   * no other thread): step after step until their ranges are read, then END (or the error).
+   */
+  private void fetchAll(int[] mine) {
+    Map<String, NodeConnection> open = new HashMap<>();
     try {
       while (!closed) {
         Map<String, List<Integer>> byOwner = new LinkedHashMap<>();
-        for (int i = 0; i < partitions.length; i++) {
+        for (int i : mine) {
           if (next[i] < ends[i]) {
             byOwner.computeIfAbsent(addresses[i], a -> new ArrayList<>()).add(i);
           }
@@ -119,7 +147,7 @@ final class FetchReader implements PartitionReader<ColumnarBatch> {
           return;
         }
         for (Map.Entry<String, List<Integer>> e : byOwner.entrySet()) {
-          hand(fetch(e.getKey(), e.getValue().stream().mapToInt(Integer::intValue).toArray(), 0));
+          hand(fetch(open, e.getKey(), e.getValue().stream().mapToInt(Integer::intValue).toArray(), 0));
         }
       }
     } catch (Throwable t) {
@@ -127,7 +155,7 @@ final class FetchReader implements PartitionReader<ColumnarBatch> {
         hand(t);
       }
     } finally {
-      connections.values().forEach(NodeConnection::close);
+      open.values().forEach(NodeConnection::close);
     }
   }
 
@@ -144,10 +172,17 @@ final class FetchReader implements PartitionReader<ColumnarBatch> {
   }
 
   /** One fetch of these partitions from one node: its pages, the positions moved past them. */
-  private List<Pending> fetch(String address, int[] which, int attempt) throws IOException {
+  private List<Pending> fetch(Map<String, NodeConnection> open, String address, int[] which, int attempt)
+      throws IOException {
     NodeConnection.Answer answer;
     try {
-      answer = connections.computeIfAbsent(address, a -> new NodeConnection(settings, a)).post(path, body(which));
+      NodeConnection conn = open.get(address);
+      if (conn == null) {
+        conn = new NodeConnection(settings, address);
+        open.put(address, conn);
+        connections.add(conn);
+      }
+      answer = conn.post(path, body(which));
     } catch (IOException e) {
       if (closed) {
         throw e;
@@ -156,7 +191,7 @@ final class FetchReader implements PartitionReader<ColumnarBatch> {
         throw new IOException(
             "TLS to msgstore node " + address + " failed: " + e.getMessage() + "; check the 'ca' option (or MSGSTORE_CA)", e);
       }
-      return retry(address, which, attempt, e);
+      return retry(open, address, which, attempt, e);
     }
     if (answer.status() != 200) {
       NodeConnection.NodeError err = NodeConnection.error(address, answer);
@@ -170,13 +205,17 @@ final class FetchReader implements PartitionReader<ColumnarBatch> {
           }
         }
       }
-      return retry(address, which, attempt, err);
+      return retry(open, address, which, attempt, err);
     }
     if (!answer.contentType().startsWith(NodeConnection.BATCH_TYPE)) {
       throw new IOException(
           "msgstore node " + address + " answered " + answer.contentType() + ", not " + NodeConnection.BATCH_TYPE);
     }
-    return pages(address, PageColumns.wrap(answer.body()));
+    List<Pending> got = pages(address, new Body(answer.body(), PageColumns.wrap(answer.body(), answer.length())));
+    if (got.isEmpty()) {
+      BufferPool.give(answer.body());
+    }
+    return got;
   }
 
   private String body(int[] which) {
@@ -198,8 +237,9 @@ final class FetchReader implements PartitionReader<ColumnarBatch> {
   }
 
   /** Check a fetch answer's framing and take its pages (rows at or past a range's end cut). */
-  private List<Pending> pages(String address, ByteBuffer b) throws IOException {
-    int size = b.capacity();
+  private List<Pending> pages(String address, Body body) throws IOException {
+    ByteBuffer b = body.view;
+    int size = b.limit();
     if (size < 8 || b.get(0) != 'M' || b.get(1) != 'S' || b.get(2) != 'F' || b.get(3) != '1') {
       throw new IOException("malformed fetch answer from " + address + ": no MSF1 header");
     }
@@ -233,12 +273,13 @@ final class FetchReader implements PartitionReader<ColumnarBatch> {
         ends[i] = Math.min(ends[i], next[i]);
       }
       if (keep > 0) {
-        out.add(new Pending(b, page, keep));
+        out.add(new Pending(body, page, keep));
       }
     }
     if (pos != size) {
       throw new IOException("malformed fetch answer from " + address + ": bytes after its pages");
     }
+    body.pagesLeft = out.size();
     return out;
   }
 
@@ -252,7 +293,9 @@ final class FetchReader implements PartitionReader<ColumnarBatch> {
   }
 
   /** Ask again after a move (at once) or an outage (backing off, then the next endpoint). */
-  private List<Pending> retry(String address, int[] which, int attempt, IOException cause) throws IOException {
+  private List<Pending> retry(
+      Map<String, NodeConnection> open, String address, int[] which, int attempt, IOException cause)
+      throws IOException {
     long waited = 0;
     for (int k = 0; k < attempt; k++) {
       waited += backoff(k);
@@ -283,7 +326,7 @@ final class FetchReader implements PartitionReader<ColumnarBatch> {
     }
     List<Pending> out = new ArrayList<>();
     for (Map.Entry<String, List<Integer>> e : byOwner.entrySet()) {
-      out.addAll(fetch(e.getKey(), e.getValue().stream().mapToInt(Integer::intValue).toArray(), attempt + 1));
+      out.addAll(fetch(open, e.getKey(), e.getValue().stream().mapToInt(Integer::intValue).toArray(), attempt + 1));
     }
     return out;
   }

@@ -30,7 +30,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * as the {@code plan} option; executors fetch them from the owning nodes in the JVM and hand
  * Spark columnar batches, so no row crosses into a Python worker and back.
  *
- * <p>Options: {@code plan} (JSON: tasks of {topic, address, ranges [[partition, start, end]]},
+ * <p>Options: {@code plan} (JSON: tasks of {topic, ranges [[partition, start, end, address]]},
  * endpoints, fetchSize, tag, timeoutMs, ca), {@code token}.
  */
 public final class FetchSource implements TableProvider {
@@ -127,13 +127,15 @@ public final class FetchSource implements TableProvider {
         int[] partitions = new int[n];
         long[] starts = new long[n];
         long[] ends = new long[n];
+        String[] addresses = new String[n];
         for (int i = 0; i < n; i++) {
-          partitions[i] = ranges.get(i).get(0).asInt();
-          starts[i] = ranges.get(i).get(1).asLong();
-          ends[i] = ranges.get(i).get(2).asLong();
+          JsonNode r = ranges.get(i);
+          partitions[i] = r.get(0).asInt();
+          starts[i] = r.get(1).asLong();
+          ends[i] = r.get(2).asLong();
+          addresses[i] = r.get(3).asText();
         }
-        tasks.add(
-            new FetchTask(task.get("topic").asText(), task.get("address").asText(), partitions, starts, ends));
+        tasks.add(new FetchTask(task.get("topic").asText(), partitions, starts, ends, addresses));
       }
       return tasks.toArray(new InputPartition[0]);
     }

@@ -2,20 +2,23 @@ package msgstore.spark;
 
 import org.apache.spark.sql.connector.read.InputPartition;
 
-/** One Spark task: offset ranges [start, end) of partitions of a topic, first asked of one node. */
+/**
+ * One Spark task: offset ranges [start, end) of partitions of a topic (each partition once),
+ * each first asked of the node at its address.
+ */
 final class FetchTask implements InputPartition {
   private static final long serialVersionUID = 1L;
   final String topic;
-  final String address;
   final int[] partitions;
   final long[] starts;
   final long[] ends;
+  final String[] addresses;
 
-  FetchTask(String topic, String address, int[] partitions, long[] starts, long[] ends) {
+  FetchTask(String topic, int[] partitions, long[] starts, long[] ends, String[] addresses) {
     this.topic = topic;
-    this.address = address;
     this.partitions = partitions;
     this.starts = starts;
     this.ends = ends;
+    this.addresses = addresses;
   }
 }

@@ -47,8 +47,11 @@ final class NodeConnection implements Closeable {
   private InputStream in;
   private OutputStream out;
 
-  /** A node's answer: status, media type and body. */
-  record Answer(int status, String contentType, byte[] body) {}
+  /**
+   * A node's answer: status, media type and body (its first ``length`` bytes; a 200 answer's
+   * array comes from {@link BufferPool}, to be given back when read).
+   */
+  record Answer(int status, String contentType, byte[] body, int length) {}
 
   NodeConnection(NodeSettings settings, String address) {
     URI uri = URI.create(address);
@@ -130,22 +133,24 @@ final class NodeConnection implements Closeable {
     byte[] content;
     if (chunked) {
       content = chunks();
+      length = content.length;
     } else if (length >= 0) {
       if (length > Integer.MAX_VALUE - 8) {
         throw new IOException("node " + address + " answered " + length + " bytes, more than one array holds");
       }
-      content = in.readNBytes((int) length);
-      if (content.length != length) {
+      content = code == 200 ? BufferPool.take((int) length) : new byte[(int) length];
+      if (in.readNBytes(content, 0, (int) length) != length) {
         throw new EOFException("node " + address + " closed the connection inside an answer");
       }
     } else {
       content = in.readAllBytes();
+      length = content.length;
       closeAfter = true;
     }
     if (closeAfter) {
       close();
     }
-    return new Answer(code, type, content);
+    return new Answer(code, type, content, (int) length);
   }
 
   private byte[] chunks() throws IOException {
@@ -260,11 +265,11 @@ final class NodeConnection implements Closeable {
   /** A node's error answer ({"error": {"code", "message", ...}}) as an exception. */
   static NodeError error(String address, Answer answer) {
     String code = "http_" + answer.status();
-    String message = new String(answer.body(), StandardCharsets.UTF_8);
+    String message = new String(answer.body(), 0, answer.length(), StandardCharsets.UTF_8);
     String owner = null;
     int partition = -1;
     try {
-      JsonNode err = JSON.readTree(answer.body()).path("error");
+      JsonNode err = JSON.readTree(answer.body(), 0, answer.length()).path("error");
       if (err.isObject()) {
         code = err.path("code").asText(code);
         message = err.path("message").asText(message);

@@ -5,7 +5,7 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import org.apache.spark.sql.execution.vectorized.ConstantColumnVector;
-import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
+import org.apache.spark.sql.execution.vectorized.OffHeapColumnVector;
 import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructField;
@@ -17,7 +17,8 @@ import org.apache.spark.unsafe.types.UTF8String;
 /**
  * One page of a fetch answer (a binary read answer, docs/BATCH_FORMAT.md) turned into a
  * ColumnarBatch of the required columns: numbers copied in bulk, each text or binary column's
- * blob appended once and its rows pointed into it. The vectors are reused page after page.
+ * blob appended once and its rows pointed into it. The vectors are reused page after page and
+ * live off the heap (freed when the task's reader closes), out of the collector's way.
  */
 final class PageColumns {
   static final int HEADER = 24; // magic, count, next offset, flags, meta length
@@ -45,7 +46,7 @@ final class PageColumns {
           partition = new ConstantColumnVector(capacity, DataTypes.IntegerType);
           vectors[i] = partition;
         }
-        default -> vectors[i] = new OnHeapColumnVector(capacity, field.dataType());
+        default -> vectors[i] = new OffHeapColumnVector(capacity, field.dataType());
       }
     }
     partitionVector = partition;
@@ -154,7 +155,7 @@ final class PageColumns {
     batch.close();
   }
 
-  static ByteBuffer wrap(byte[] body) {
-    return ByteBuffer.wrap(body).order(ByteOrder.LITTLE_ENDIAN);
+  static ByteBuffer wrap(byte[] body, int length) {
+    return ByteBuffer.wrap(body, 0, length).slice().order(ByteOrder.LITTLE_ENDIAN);
   }
 }
