@@ -1,21 +1,23 @@
-"""Spark ingest and read through the msgstore data source vs Parquet on local disk.
+"""Spark ingest and read through msgstore vs Parquet on local disk.
 
 Same DataFrame, same session, same run: a local 3-node cluster on loopback and a Parquet
-directory on local disk. Prints JSON lines ``spark_ingest``, ``spark_read`` and
-``spark_read_key_value`` with ``rows_per_s`` (median of the repeats) and ``ratio_vs_parquet``.
+directory on local disk. Prints JSON lines with ``rows_per_s`` (median of the repeats) and
+``ratio_vs_parquet``: ``spark_ingest`` (``format("msgstore")`` writes), ``spark_read`` and
+``spark_read_key_value`` (``msgstore_spark.load``, the JVM reader), and
+``spark_read_python_source`` (the same read through the Python data source,
+``format("msgstore")``). Each read's DataFrame is made once and scanned whole into Spark's
+``noop`` sink, as the Parquet DataFrame is.
 
-Two more lines put the read in context. ``spark_read_python_floor``: a Python data source
-with the msgstore source's schema whose tasks yield the same number of rows from Arrow
-batches already in the worker's memory (no node, no network): what any Python data source
-costs Spark on this machine, so ``spark_read`` cannot pass its ratio. ``spark_small_read``:
-seconds per query for one row of each partition through the msgstore source, and for one
-row of the Parquet copy: the fixed cost of a query on either side.
+Two more lines put the reads in context. ``spark_read_python_floor``: a Python data source
+with the msgstore schema whose tasks yield the same number of rows from Arrow batches
+already in the worker's memory (no node, no network): what any Python data source costs
+Spark on this machine. ``spark_small_read``: seconds per query for one row of each partition
+through ``load`` (its planning included), and for one row of the Parquet copy.
 
-``spark_read`` materialises every column the msgstore source gives (topic, partition, offset,
-key, value, tag, msg_id, timestamp: eight) against the Parquet copy's two (key, value).
-``spark_read_key_value`` selects key and value on both sides, so Spark hands on the same
-columns from each; the msgstore source still reads whole records from the nodes (a Python
-data source gets no column pruning), Parquet reads only those two columns.
+``spark_read`` materialises every column msgstore gives (topic, partition, offset, key,
+value, tag, msg_id, timestamp: eight) against the Parquet copy's two (key, value).
+``spark_read_key_value`` selects key and value on both sides; the JVM reader fills only
+those columns (column pruning), Parquet reads only those two.
 
     .venv/bin/python bench/spark.py [--rows 200000] [--repeats 3] [--value-bytes 100]
 """

@@ -1,6 +1,7 @@
 """PySpark data source for msgstore: ``register(spark)`` then ``format("msgstore")``, and
-``load(spark, **options)``, the batch read in the JVM (``jvm_reader``: same read options,
-several times less Spark work per row; its jar comes with ``session.with_msgstore_settings``).
+``load(spark, **options)``, the batch read in the JVM (``jvm_reader``: the same read options,
+no Python worker between the nodes and Spark; its jar comes with
+``session.with_msgstore_settings``).
 
 Batch and streaming reads (offset ranges per topic partition, small ones sharing a task,
 read from the owning nodes) and writes (idempotent binary batches sent to each partition's

@@ -211,3 +211,36 @@ def test_tls_and_token(spark, tmp_path_factory):
     finally:
         secured.down()
         other.down()
+
+
+NO_JAR_SESSION = """
+import sys
+import msgstore_spark
+from pyspark.sql import SparkSession
+
+spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+try:
+    msgstore_spark.load(spark, endpoints=sys.argv[1], topic=sys.argv[2])
+    print("NO ERROR")
+except msgstore_spark.jvm_reader.ReaderJarMissing as err:
+    print("MISSING", err)
+finally:
+    spark.stop()
+"""
+
+
+def test_a_session_without_the_jar_is_told_how_to_get_it(endpoints, mixed_topic, tmp_path):
+    """A session built without ``with_msgstore_settings`` (another process: one JVM per
+    process) gets an error naming the fix, not Spark's unknown-source error."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "no_jar.py"
+    script.write_text(NO_JAR_SESSION)
+    proc = subprocess.run(
+        [sys.executable, str(script), endpoints, mixed_topic],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert "MISSING" in proc.stdout and "with_msgstore_settings" in proc.stdout, proc.stderr[-2000:]
