@@ -51,7 +51,8 @@ def _cache_dir() -> Path:
 
 
 def jar_path() -> str | None:
-    """The reader's jar, built on first use; None where no ``javac`` can build it."""
+    """The reader's jar, built on first use; None where no ``javac`` can build it
+    (``ReaderJarMissing`` where it fails to)."""
     sources = sorted(_SOURCES.rglob("*.java"))
     digest = hashlib.sha256()
     for src in sources:
@@ -68,13 +69,18 @@ def jar_path() -> str | None:
     jar.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=jar.parent) as tmp:
         classes = Path(tmp) / "classes"
-        subprocess.run(
+        done = subprocess.run(
             [javac, "--release", "17", "-nowarn", "-encoding", "UTF-8"]
             + ["-cp", str(_spark_jars() / "*"), "-d", str(classes)]
             + [str(s) for s in sources],
-            check=True,
             capture_output=True,
+            text=True,
         )
+        if done.returncode != 0:
+            raise ReaderJarMissing(
+                f"javac could not build the msgstore JVM reader against {_spark_jars()}: "
+                + done.stderr[-2000:]
+            )
         built = Path(tmp) / jar.name
         with zipfile.ZipFile(built, "w", zipfile.ZIP_DEFLATED) as out:
             out.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\n\r\n")

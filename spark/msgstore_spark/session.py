@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 
 from pyspark.sql import SparkSession
 
-from msgstore_spark.jvm_reader import jar_path
+from msgstore_spark.jvm_reader import ReaderJarMissing, jar_path
 
 # Spark hands every task of a Python data source to a Python worker over a socket. Over
 # loopback TCP a short query on a quiet 2-core machine waited about 30 ms in that hand-off
@@ -28,7 +29,11 @@ def with_msgstore_settings(builder: SparkSession.Builder) -> SparkSession.Builde
     static)."""
     for key, value in WORKER_SOCKETS.items():
         builder = builder.config(key, value)
-    jar = jar_path()
+    try:
+        jar = jar_path()
+    except ReaderJarMissing as err:  # the session still serves format("msgstore")
+        warnings.warn(f"{err}; msgstore_spark.load is not available", stacklevel=2)
+        jar = None
     if jar is not None:
         given = builder._options.get("spark.jars")
         builder = builder.config("spark.jars", f"{given},{jar}" if given else jar)
