@@ -221,13 +221,21 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     positions, max_messages, max_bytes, wait_ms, tag = _fetch_args(doc, cfg.partitions)
     for p in positions:
         rt.routing.check_owner(topic, p)
-    store = rt.require_store()
+    # the partitions by the store holding them: a replicated log this node took over from
+    # another node has a store of its own here (as read_partition finds it)
+    by_store: dict[int, tuple[Any, dict[int, int | None]]] = {}
+    for p, offset in positions.items():
+        store = rt.store_for(topic, p)
+        by_store.setdefault(id(store), (store, {}))[1][p] = offset
     binary = accepts_read_columns(request.headers.get("Accept"))
 
     def work() -> tuple[int, dict[int, ReadBatch], bytes]:
-        # one pass over the log for all partitions: a frame holds rows of several of them;
+        # one pass over each log for its partitions: a frame holds rows of several of them;
         # the binary answer is framed here too, off the event loop (megabytes are copied)
-        pages = store.reads.fetch_columns(topic, positions, max_messages, max_bytes, tag)
+        read: dict[int, ReadBatch] = {}
+        for store, group in by_store.values():
+            read.update(store.reads.fetch_columns(topic, group, max_messages, max_bytes, tag))
+        pages = {p: read[p] for p in positions}
         body = b""
         if binary:
             body = encode_fetch_answer(

@@ -99,25 +99,26 @@ async def describe_topic(request: web.Request) -> web.Response:
     topic = topic_param(request)
     scope = scope_param(request)
     cfg = await get_topic_config(rt, topic)
-    store = rt.require_store()
-    local = await rt.in_thread(store.partition_offsets, topic)
+    local = await rt.in_thread(rt.served_offsets, topic, cfg.partitions)
     doc = topic_with_owners(rt, cfg)
     table = rt.routing.current()
     infos: list[dict[str, Any]] = []
+    serving: dict[int, str] = {}  # the node that answers for each partition
     for p, (first, nxt) in enumerate(local):
         owner = doc["owners"][p]
+        serving[p] = table.leader_of(owner)  # a replicated log's leader since its failover
         infos.append(
             {
                 "partition": p,
                 "owner": owner,
-                "owner_address": table.node_address(owner),
+                "owner_address": table.node_address(serving[p]),
                 "first_offset": first,
                 "next_offset": nxt,
             }
         )
     unreachable: list[str] = []
     if scope == "cluster":
-        remote_owners = {i["owner"] for i in infos} - {rt.settings.node_id}
+        remote_owners = set(serving.values()) - {rt.settings.node_id}
         addresses = {o: table.node_address(o) for o in remote_owners}
 
         async def fetch(owner: str) -> tuple[str, Any]:
@@ -134,7 +135,7 @@ async def describe_topic(request: web.Request) -> web.Response:
             else:
                 remote[owner] = result[1]
         for info in infos:
-            owner = info["owner"]
+            owner = serving[info["partition"]]
             if owner == rt.settings.node_id:
                 continue
             peer_doc = remote.get(owner)

@@ -96,6 +96,24 @@ class NodeRuntime:
             return self.require_store()
         return self.replicas.led(log_id).store  # type: ignore[union-attr]
 
+    def served_offsets(self, topic: str, partitions: int) -> list[tuple[int, int]]:
+        """(first, next offset) of each partition as this node serves it: from the store of
+        a replicated log the routing table says it leads (one taken over from another node
+        included; 503 while it is still taking it over), else from its own store."""
+        own = self.require_store()
+        table = self.routing.current()
+        offsets: dict[int, list[tuple[int, int]]] = {}
+        out = []
+        for p in range(partitions):
+            store = own
+            log_id = self.routing.log_of(topic, p) if self.replicas is not None else None
+            if log_id is not None and table.leader_of(log_id) == self.settings.node_id:
+                store = self.replicas.led(log_id).store  # type: ignore[union-attr]
+            if id(store) not in offsets:
+                offsets[id(store)] = store.partition_offsets(topic)
+            out.append(offsets[id(store)][p])
+        return out
+
     def read_stores(self) -> list[Any]:
         """The stores whose messages this node answers lookups for (the logs it leads)."""
         if self.replicas is not None:

@@ -166,6 +166,33 @@ def test_a_plan_naming_a_gone_or_wrong_node_finds_the_owner(spark, cluster, clie
         assert rows(df.load()) == want
 
 
+def test_a_leader_killed_after_planning_is_read_through_its_new_leader(spark, tmp_path_factory):
+    """Replicated logs (factor 3, a local failover controller): the DataFrame's ranges are
+    planned, then the node leading the first partitions is killed. The reader's fetches to it
+    fail, the other endpoints name the new leader once the controller has promoted one, and
+    every acknowledged row is read, once."""
+    from storage_node.cli.local import LocalCluster
+    from storage_node.client import Client
+
+    replicated = LocalCluster(tmp_path_factory.mktemp("jvm-replicated"))
+    replicated.up(nodes=3, replication_factor=3)
+    try:
+        replicated.wait_leaders()
+        endpoints = ",".join(replicated.addresses)
+        spark.range(30_000).select(F.col("id").cast("string").alias("value")).write.format(
+            "msgstore"
+        ).options(endpoints=endpoints, topic="r", partitions="6").mode("append").save()
+        planned = msgstore_spark.load(spark, endpoints=endpoints, topic="r")
+        with Client(replicated.addresses) as client:
+            owner = client.describe_topic("r")["partition_offsets"][0]["owner_address"]
+        victim = next(n for n in replicated.nodes if owner.endswith(f":{n.port}"))
+        replicated.kill(victim.id)
+        values = planned.select(F.col("value").cast("string").alias("v")).collect()
+        assert sorted(int(r["v"]) for r in values) == list(range(30_000))
+    finally:
+        replicated.down()
+
+
 def test_no_node_answering_fails_the_read_naming_the_topic(spark, mixed_topic):
     plan = _plan(["http://127.0.0.1:1"], mixed_topic, "http://127.0.0.1:1", [[0, 0, 10]], 1500)
     with pytest.raises(Exception, match="msgstore fetch of topic jvm-mixed gave up"):
