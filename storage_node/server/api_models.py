@@ -187,8 +187,12 @@ class TopicDeleted(Answer):
 
 class PartitionOffsets(Answer):
     partition: int
-    owner: str
-    owner_address: str | None = None
+    owner: str = Field(description="the node (or replicated log) the partition belongs to")
+    owner_address: str | None = Field(
+        default=None,
+        description="the address of the node that serves it: a replicated log's leader, "
+        "after a failover another node than the owner",
+    )
     first_offset: int | None
     next_offset: int | None
 
