@@ -28,9 +28,10 @@ import javax.net.ssl.TrustManagerFactory;
 
 /**
  * One keep-alive HTTP/1.1 connection to one node (HTTPS when a CA file is set): a request is
- * written whole and its answer read straight into one array of its Content-Length. A fetch
- * answer is megabytes and this reader asks for nothing else, so a general client's buffer
- * chains and thread hand-offs cost more than they give.
+ * written whole and its answer read straight into one (pooled) array of its Content-Length,
+ * on the fetch thread. A fetch answer is megabytes and this reader asks for nothing else;
+ * {@code java.net.http} gathers a body from buffers handed between its own threads and then
+ * copies it (replaced together with the fetching ahead: 0.18-0.20 s to 0.14 s a scan).
  */
 final class NodeConnection implements Closeable {
   static final String BATCH_TYPE = "application/x-msgstore-batch";
