@@ -60,12 +60,15 @@ def jar_path() -> str | None:
     import pyspark
 
     digest.update(pyspark.__version__.encode())
-    jar = _cache_dir() / digest.hexdigest()[:16] / "msgstore-spark-reader.jar"
-    if jar.is_file():
-        return str(jar)
     javac = shutil.which("javac")
-    if javac is None:
+    try:
+        jar = _cache_dir() / digest.hexdigest()[:16] / "msgstore-spark-reader.jar"
+        if jar.is_file():
+            return str(jar)
+    except (RuntimeError, OSError):  # no home directory to cache in (a bare container)
         return None
+    if javac is None:
+        return None  # e.g. msgstore's Spark image: the jar is among Spark's own there
     jar.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=jar.parent) as tmp:
         classes = Path(tmp) / "classes"
