@@ -108,7 +108,7 @@ class NodeRuntime:
             store = own
             log_id = self.routing.log_of(topic, p) if self.replicas is not None else None
             if log_id is not None and table.leader_of(log_id) == self.settings.node_id:
-                store = self.replicas.led(log_id).store  # type: ignore[union-attr]
+                store = self.store_for(topic, p)
             if id(store) not in offsets:
                 offsets[id(store)] = store.partition_offsets(topic)
             out.append(offsets[id(store)][p])

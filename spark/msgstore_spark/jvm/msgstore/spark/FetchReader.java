@@ -28,6 +28,8 @@ final class FetchReader implements PartitionReader<ColumnarBatch> {
   private static final int MAX_PAGE_BYTES = 64 * 1024 * 1024;
   private static final int AHEAD = 4; // answers fetched ahead of Spark
   private static final Object END = new Object();
+  private static final com.fasterxml.jackson.databind.ObjectMapper JSON =
+      new com.fasterxml.jackson.databind.ObjectMapper();
 
   private final NodeSettings settings;
   private final String topic;
@@ -68,12 +70,7 @@ final class FetchReader implements PartitionReader<ColumnarBatch> {
     this.ends = task.ends.clone();
     this.addresses = task.addresses.clone();
     this.columns = new PageColumns(required, topic, settings.fetchSize);
-    Map<String, List<Integer>> byNode = new LinkedHashMap<>();
-    for (int i = 0; i < partitions.length; i++) {
-      byNode.computeIfAbsent(addresses[i], a -> new ArrayList<>()).add(i);
-    }
-    for (List<Integer> group : byNode.values()) {
-      int[] mine = group.stream().mapToInt(Integer::intValue).toArray();
+    for (int[] mine : byAddress(java.util.stream.IntStream.range(0, partitions.length).toArray()).values()) {
       Thread t = new Thread(() -> fetchAll(mine), "msgstore-fetch-" + topic);
       t.setDaemon(true);
       fetchers.add(t);
@@ -136,18 +133,13 @@ final class FetchReader implements PartitionReader<ColumnarBatch> {
     Map<String, NodeConnection> open = new HashMap<>();
     try {
       while (!closed) {
-        Map<String, List<Integer>> byOwner = new LinkedHashMap<>();
-        for (int i : mine) {
-          if (next[i] < ends[i]) {
-            byOwner.computeIfAbsent(addresses[i], a -> new ArrayList<>()).add(i);
-          }
-        }
-        if (byOwner.isEmpty()) {
+        int[] unread = Arrays.stream(mine).filter(i -> next[i] < ends[i]).toArray();
+        if (unread.length == 0) {
           hand(END);
           return;
         }
-        for (Map.Entry<String, List<Integer>> e : byOwner.entrySet()) {
-          hand(fetch(open, e.getKey(), e.getValue().stream().mapToInt(Integer::intValue).toArray(), 0));
+        for (Map.Entry<String, int[]> e : byAddress(unread).entrySet()) {
+          hand(fetch(open, e.getKey(), e.getValue(), 0));
         }
       }
     } catch (Throwable t) {
@@ -231,7 +223,7 @@ final class FetchReader implements PartitionReader<ColumnarBatch> {
     body.append("],\"max_messages\":").append(Math.min(settings.fetchSize, rest))
         .append(",\"max_bytes\":").append(MAX_PAGE_BYTES);
     if (settings.tag != null) {
-      body.append(",\"tag\":").append(quote(settings.tag));
+      body.append(",\"tag\":").append(JSON.valueToTree(settings.tag).toString());
     }
     return body.append('}').toString();
   }
@@ -320,32 +312,25 @@ final class FetchReader implements PartitionReader<ColumnarBatch> {
         addresses[i] = nextAddress;
       }
     }
-    Map<String, List<Integer>> byOwner = new LinkedHashMap<>();
-    for (int i : which) {
-      byOwner.computeIfAbsent(addresses[i], a -> new ArrayList<>()).add(i);
-    }
     List<Pending> out = new ArrayList<>();
-    for (Map.Entry<String, List<Integer>> e : byOwner.entrySet()) {
-      out.addAll(fetch(open, e.getKey(), e.getValue().stream().mapToInt(Integer::intValue).toArray(), attempt + 1));
+    for (Map.Entry<String, int[]> e : byAddress(which).entrySet()) {
+      out.addAll(fetch(open, e.getKey(), e.getValue(), attempt + 1));
     }
+    return out;
+  }
+
+  /** These partitions (indexes) grouped by the node each is asked of now, in order. */
+  private Map<String, int[]> byAddress(int[] which) {
+    Map<String, List<Integer>> groups = new LinkedHashMap<>();
+    for (int i : which) {
+      groups.computeIfAbsent(addresses[i], a -> new ArrayList<>()).add(i);
+    }
+    Map<String, int[]> out = new LinkedHashMap<>();
+    groups.forEach((address, list) -> out.put(address, list.stream().mapToInt(Integer::intValue).toArray()));
     return out;
   }
 
   private static long backoff(int attempt) {
     return Math.min(2000L, 50L << Math.min(attempt, 6));
-  }
-
-  private static String quote(String s) {
-    StringBuilder out = new StringBuilder("\"");
-    for (char c : s.toCharArray()) {
-      if (c == '"' || c == '\\') {
-        out.append('\\').append(c);
-      } else if (c < 0x20) {
-        out.append(String.format("\\u%04x", (int) c));
-      } else {
-        out.append(c);
-      }
-    }
-    return out.append('"').toString();
   }
 }
