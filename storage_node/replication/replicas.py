@@ -25,7 +25,7 @@ from storage_node.replication.follower import Follower
 from storage_node.replication.hosted_log import HostedLog, ensure_topics
 from storage_node.replication.insync import InSyncTracker
 from storage_node.replication.log_identity import standin_ip
-from storage_node.store import Store, TopicConfig
+from storage_node.store import Store, StoreConfig, TopicConfig
 from storage_node.wire.routing_table import RoutingTable, TopicRoute
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ class LogHost:
         self,
         node_id: str,
         data_dir: str,
-        config: Any,
+        config: StoreConfig,
         headers: dict[str, str],
         verify: str | bool,
         ack_timeout_s: float = 5.0,
@@ -116,9 +116,11 @@ class LogHost:
 
     # -- the routing table --------------------------------------------------------------
     def apply(self, table: RoutingTable) -> None:
-        """(Blocking.) Open, promote, demote and follow as the table says."""
+        """(Blocking.) Open, promote, demote and follow as the table says; CorruptData
+        (after acting on every other log) when a log to lead has an unreadable log.json."""
         with self._apply_lock:
             self.table = table
+            failed: list[CorruptData] = []
             wanted = {lg.id: lg for lg in table.logs_of(self.node_id)}
             for log_id, route in wanted.items():
                 hosted = self.logs.get(log_id)
@@ -141,7 +143,11 @@ class LogHost:
                     continue
                 followers = [r for r in route.replicas if r != route.leader]
                 if route.leader == self.node_id:
-                    self._lead(hosted, route.epoch, followers, table.min_in_sync)
+                    try:
+                        self._lead(hosted, route.epoch, followers, table.min_in_sync)
+                    except CorruptData as exc:  # the other logs still follow the table
+                        log.error("log %s: cannot lead it: %s", log_id, exc)
+                        failed.append(exc)
                 else:
                     self._follow(hosted, route.leader, route.epoch)
             for log_id in [i for i in self.logs if i not in wanted]:
@@ -149,8 +155,13 @@ class LogHost:
                 if hosted.follower is not None:
                     hosted.follower.close()
                 hosted.store.close()
+            if failed:
+                raise failed[0]
 
     def _lead(self, hosted: HostedLog, epoch: int, followers: list[str], min_in_sync: int) -> None:
+        # first, before anything changes: an unreadable log.json leaves the log unled
+        # (CorruptData), never led with a stand-in IP that would change its message IDs
+        ip = hosted.node_ip()
         if hosted.follower is not None:
             hosted.follower.close()
             hosted.follower = None
@@ -159,7 +170,6 @@ class LogHost:
         store.flush_log()
         if not hosted.epochs.entries or hosted.epochs.latest < epoch:
             hosted.epochs.begin(epoch, store.log_ends().end)
-        ip = hosted.node_ip()
         if ip is None:  # the log's first leader, or a copy that never heard from one
             ip = self._home_ip(hosted.id) or standin_ip(hosted.id, self._log_ids())
             hosted.remember_node_ip(ip)
