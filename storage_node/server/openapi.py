@@ -384,7 +384,7 @@ ROUTES: tuple[Route, ...] = (
         "/v1/admin/files",
         "every file of this node: kind, state, sizes, time range",
         {"200": Reply("files", m.FileList)},
-        ("503", "401"),
+        ("400", "404", "409", "421", "503", "401"),
         params=(LOG,),
     ),
     Route(
@@ -392,7 +392,7 @@ ROUTES: tuple[Route, ...] = (
         "/v1/admin/compact",
         "seal the active files and compact everything sealed now",
         {"200": Reply("report", m.CompactReport)},
-        ("503", "507", *WRITE_AUTH),
+        ("400", "404", "409", "421", "503", "507", *WRITE_AUTH),
         params=(LOG,),
     ),
     Route(
@@ -408,7 +408,7 @@ ROUTES: tuple[Route, ...] = (
         "/v1/admin/seal",
         "seal the active segment and key index now (before a remote compaction)",
         {"200": Reply("files now sealed", m.Sealed)},
-        ("503", *WRITE_AUTH),
+        ("400", "404", "409", "421", "503", "507", *WRITE_AUTH),
         params=(LOG,),
     ),
     Route(
@@ -416,7 +416,7 @@ ROUTES: tuple[Route, ...] = (
         "/v1/admin/sealed",
         "sealed files waiting for compaction (for remote compaction jobs)",
         {"200": Reply("files", m.FileList)},
-        ("503", "401"),
+        ("400", "404", "409", "421", "503", "401"),
         params=(LOG,),
     ),
     Route(
@@ -424,7 +424,7 @@ ROUTES: tuple[Route, ...] = (
         "/v1/admin/files/{kind}/{name}",
         "the bytes of a sealed file; X-Msgstore-Crc32 holds their CRC-32",
         {"200": Reply("file bytes", other=(OCTETS,))},
-        ("400", "404", "503", "401"),
+        ("400", "404", "409", "421", "503", "401"),
         params=(FILE_KIND, FILE_NAME, LOG),
     ),
     Route(
@@ -432,7 +432,7 @@ ROUTES: tuple[Route, ...] = (
         "/v1/admin/files/{kind}/{name}/compacted",
         "replace a sealed file by its compacted form (verified, then atomic)",
         {"200": Reply("the committed file", m.FileInfo)},
-        ("400", "404", "409", "413", "503", "507", *WRITE_AUTH),
+        ("400", "404", "409", "413", "421", "503", "507", *WRITE_AUTH),
         params=(
             FILE_KIND,
             FILE_NAME,
