@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from storage_node.backend.files import atomic_write
 from storage_node.errors import Fenced, NotOwner, Unavailable
-from storage_node.formats.segment_name import parse_segment_name, segment_name
+from storage_node.formats.filenames import LOG_INFO, LOGS_DIR, parse_segment_name, segment_name
 from storage_node.replication.epochs import LeaderEpochs, check_epoch
 from storage_node.replication.follower import Follower
 from storage_node.replication.insync import InSyncTracker
@@ -31,7 +31,6 @@ from storage_node.store import Store, TopicConfig
 from storage_node.wire.routing_table import RoutingTable, TopicRoute
 
 log = logging.getLogger(__name__)
-LOG_INFO = "log.json"  # the IP the log's message IDs carry (kept across failovers)
 
 
 STANDIN_NET = int(ipaddress.IPv4Address("240.0.0.0"))  # 240.0.0.0/4: reserved, no host has one
@@ -142,7 +141,7 @@ class LogHost:
         ack_timeout_s: float = 5.0,
     ) -> None:
         self.node_id = node_id
-        self.root = os.path.join(data_dir, "logs")
+        self.root = os.path.join(data_dir, LOGS_DIR)
         self.config = config
         self.headers = headers
         self.verify = verify

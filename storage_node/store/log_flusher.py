@@ -17,8 +17,8 @@ import time
 
 from storage_node.backend.files import fsync_dir, start_writeback, write_all
 from storage_node.errors import DiskFull, Unavailable
+from storage_node.formats.filenames import State, segment_name
 from storage_node.formats.record import Piece
-from storage_node.formats.segment_name import segment_name
 from storage_node.store.log_state import Chunk
 from storage_node.store.write_cache import WriteCache
 
@@ -199,7 +199,7 @@ class LogFlusher(WriteCache):
         except BaseException:  # OSError, or an interruption: the batch is answered failed
             self.shippable_end = self.written_end
             for fd_seg, size in touched:
-                path = os.path.join(self.dirs["unsealed"], segment_name(fd_seg))
+                path = os.path.join(self.dirs[State.UNSEALED], segment_name(fd_seg))
                 try:
                     os.truncate(path, size)
                 except OSError:
@@ -261,9 +261,9 @@ class LogFlusher(WriteCache):
         if self._write_fd is not None:
             os.fsync(self._write_fd)
             os.close(self._write_fd)
-        path = os.path.join(self.dirs["unsealed"], segment_name(seg))
+        path = os.path.join(self.dirs[State.UNSEALED], segment_name(seg))
         fd = self._write_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        fsync_dir(self.dirs["unsealed"])
+        fsync_dir(self.dirs[State.UNSEALED])
         self._write_seg = seg
         return fd
 

@@ -19,6 +19,13 @@ from dataclasses import dataclass
 from storage_node.backend.objectstore import ObjectStore
 from storage_node.errors import MsgStoreError
 from storage_node.formats.checkpoint import Checkpoint
+from storage_node.formats.filenames import (
+    COMMITLOG_DIR,
+    KEY_INDEX_DIR,
+    MSGID_DIR,
+    PRODUCERS,
+    QUEUES_DIR,
+)
 from storage_node.store.append_pass import AppendPass
 from storage_node.store.checkpointer import Checkpointer
 from storage_node.store.commitlog import CommitLog
@@ -62,7 +69,7 @@ class Parts:
         self.shared = s = shared
         config, root = s.config, s.root
         self.log = CommitLog(
-            os.path.join(root, "commitlog"),
+            os.path.join(root, COMMITLOG_DIR),
             config.segment_bytes,
             config.flush_mode,
             config.flush_max_messages,
@@ -72,11 +79,11 @@ class Parts:
             config.async_fsync_bytes,
         )
         self.keyidx = KeyIndexSet(
-            os.path.join(root, "index"), config.index_slots, config.index_items
+            os.path.join(root, KEY_INDEX_DIR), config.index_slots, config.index_items
         )
-        self.msgids = MsgIdIndexes(os.path.join(root, "msgid"))
-        self.queues = PartitionQueues(os.path.join(root, "queues"), config.queue_file_entries)
-        self.dedup = DedupTable(os.path.join(root, "producers.json"))
+        self.msgids = MsgIdIndexes(os.path.join(root, MSGID_DIR))
+        self.queues = PartitionQueues(os.path.join(root, QUEUES_DIR), config.queue_file_entries)
+        self.dedup = DedupTable(os.path.join(root, PRODUCERS))
         self.appender = AppendPass(
             self.log,
             self.queues,

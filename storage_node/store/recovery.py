@@ -32,6 +32,15 @@ from storage_node.backend.files import fsync_dir, remove_file, remove_temporarie
 from storage_node.backend.objectstore import ObjectStore
 from storage_node.errors import CorruptData, InvalidArgument
 from storage_node.formats.checkpoint import Checkpoint
+from storage_node.formats.filenames import (
+    FOLDERS,
+    KEY_INDEX_DIR,
+    State,
+    is_index_name,
+    name_begin_pos,
+    parse_segment_name,
+    segment_name,
+)
 from storage_node.formats.key_index_file import KeyIndexFile
 from storage_node.formats.keyhash import key_hashes
 from storage_node.formats.message_id import numbered_ids, parse_msg_id
@@ -48,10 +57,9 @@ from storage_node.formats.record import (
     scan_frames,
     walk_frames,
 )
-from storage_node.formats.segment_name import parse_segment_name
 from storage_node.store.commitlog import CommitLog
 from storage_node.store.dedup import DedupTable
-from storage_node.store.key_index_set import KeyIndexSet, is_index_name, name_begin_pos
+from storage_node.store.key_index_set import KeyIndexSet
 from storage_node.store.msg_id_index import MsgIdIndexes
 from storage_node.store.offsets import OFFSETS_TOPIC, OffsetStore, commits_in
 from storage_node.store.queues import PartitionQueues
@@ -64,7 +72,6 @@ from storage_node.store.segment_readers import (
 from storage_node.store.topics import TopicRegistry
 from storage_node.store.types import AppendColumns
 
-STATES = ("unsealed", "compacted", "uploaded")
 MAX_GROUP_FRAMES = 256
 
 
@@ -96,20 +103,20 @@ class Loaded:
 
 def resolve_states(
     dirs: dict[str, str], valid_name: Callable[[str], bool], report: RecoveryReport
-) -> dict[str, str]:
+) -> dict[str, State]:
     """Map each file name to its furthest state, deleting copies left in earlier folders."""
-    found: dict[str, list[str]] = {}
-    for state in STATES:
+    found: dict[str, list[State]] = {}
+    for state in FOLDERS:
         for name in os.listdir(dirs[state]):
             if valid_name(name):
                 found.setdefault(name, []).append(state)
-    out = {}
+    out: dict[str, State] = {}
     for name, states in found.items():
         keep = states[-1]
-        for state in states[:-1]:
-            remove_file(os.path.join(dirs[state], name))
-            fsync_dir(dirs[state])
-            report.duplicates_removed.append(f"{state}/{name}")
+        for old in states[:-1]:
+            remove_file(os.path.join(dirs[old], name))
+            fsync_dir(dirs[old])
+            report.duplicates_removed.append(f"{old}/{name}")
         out[name] = keep
     return out
 
@@ -172,9 +179,9 @@ class LogLoader:
             path = os.path.join(log.dirs[state], name)
             handle: SegmentHandle
             try:
-                if state == "unsealed":
+                if state == State.UNSEALED:
                     handle = RawSegment(start, path)
-                elif state == "compacted":
+                elif state == State.COMPACTED:
                     handle = BlockSegment.local(start, path)
                 else:
                     handle = BlockSegment.remote(start, path, self.objects)
@@ -211,19 +218,19 @@ class LogLoader:
             path = os.path.join(kx.dirs[state], name)
             if (
                 not clean
-                and state == "unsealed"
+                and state == State.UNSEALED
                 and name != ck_name
                 and name_begin_pos(name) >= log_end
             ):
                 remove_file(path)  # begun after the checkpoint: replay rebuilds it
                 continue
             try:
-                if state == "uploaded":
+                if state == State.UPLOADED:
                     handle = kx.open_remote(path, self.objects)
                 else:
                     handle = kx.open_local(path, state)
             except (CorruptData, OSError, ValueError, KeyError) as exc:
-                report.corrupt_files.append(f"index/{state}/{name}: {exc}")
+                report.corrupt_files.append(f"{KEY_INDEX_DIR}/{state}/{name}: {exc}")
                 continue
             kx.install(name, state, handle)
             # the checkpoint's unsealed file (open_local opens every unsealed one as a
@@ -256,7 +263,7 @@ class LogLoader:
         log, kx, report = self.log, self.keyidx, self.report
         # items already held by compacted/uploaded key-index files are not added again
         covered = max(
-            (kx.files[n].end_pos for n in kx.names if kx.states[n] != "unsealed"), default=-1
+            (kx.files[n].end_pos for n in kx.names if kx.states[n] != State.UNSEALED), default=-1
         )
         count = 0
         for seg_start in list(log.starts):
@@ -265,7 +272,7 @@ class LogLoader:
             try:
                 data = log.read_segment(seg_start)
             except CorruptData as exc:
-                report.corrupt_files.append(f"segment {seg_start:020d}: {exc}")
+                report.corrupt_files.append(f"segment {segment_name(seg_start)}: {exc}")
                 continue
             view = memoryview(data)
             group: list[tuple[memoryview, int, FrameHeader]] = []

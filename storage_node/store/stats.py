@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from storage_node.formats.filenames import STATES, State
 from storage_node.store.commitlog import CommitLog
 from storage_node.store.types import FileInfo
 
@@ -19,7 +20,6 @@ COUNTERS = (
     "uploaded_files",
     "expired_files",
 )
-STATES = ("unsealed", "sealed", "compacted", "uploaded")
 
 
 def new_counters() -> dict:
@@ -54,8 +54,8 @@ def describe(
         out[f"key_indexes_{state}"] = sum(
             1 for f in files if f.kind == "key_index" and f.state == state
         )
-    out["stored_bytes"] = sum(f.stored_size for f in files if f.state != "uploaded")
-    out["uploaded_bytes"] = sum(f.stored_size for f in files if f.state == "uploaded")
+    out["stored_bytes"] = sum(f.stored_size for f in files if f.state != State.UPLOADED)
+    out["uploaded_bytes"] = sum(f.stored_size for f in files if f.state == State.UPLOADED)
     out["ready"] = ready
     out["recovery"] = recovery
     return out

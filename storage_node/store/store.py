@@ -21,6 +21,7 @@ from storage_node.backend.files import ensure_dir
 from storage_node.backend.objectstore import ObjectStore, open_object_store
 from storage_node.errors import Unavailable
 from storage_node.formats.checkpoint import Checkpoint
+from storage_node.formats.filenames import CHECKPOINT, OBJECTS_DIR, OFFSETS_DIR, TOPICS
 from storage_node.formats.message_id import ip_to_int
 from storage_node.formats.queue_index import QueueIndex
 from storage_node.store.appends import Appends
@@ -67,10 +68,10 @@ class Store:
         self._closed = False
         self._lock = threading.RLock()  # the append lock
         self._ckpt_lock = threading.Lock()
-        self.checkpoint_path = os.path.join(root, "checkpoint")
-        self.topics = TopicRegistry(os.path.join(root, "topics.json"))
-        self.offsets = OffsetStore(os.path.join(root, "offsets"))
-        self.objects: ObjectStore = configured or open_object_store(os.path.join(root, "objects"))
+        self.checkpoint_path = os.path.join(root, CHECKPOINT)
+        self.topics = TopicRegistry(os.path.join(root, TOPICS))
+        self.offsets = OffsetStore(os.path.join(root, OFFSETS_DIR))
+        self.objects: ObjectStore = configured or open_object_store(os.path.join(root, OBJECTS_DIR))
         self.node_ip = ip_to_int(config.node_ip)
         self.counters = new_counters()
         self.saved_checkpoint: Checkpoint | None = None  # the last one on disk
