@@ -31,6 +31,7 @@ from storage_node.store.checkpointer import Checkpointer
 from storage_node.store.commitlog import CommitLog
 from storage_node.store.config import StoreConfig
 from storage_node.store.dedup import DedupTable
+from storage_node.store.indexer import Indexer
 from storage_node.store.key_index_set import KeyIndexSet
 from storage_node.store.lifecycle import Lifecycle
 from storage_node.store.maintenance import count_error
@@ -154,9 +155,15 @@ class Parts:
     def index_copied(self, data: bytes, pos: int) -> None:
         """(A follower, append lock held.) Index frames copied from a leader's log at
         ``pos`` as ``load`` replays them (storage_node/replication)."""
-        loader = self._loader()
-        loader.index_copied(data, pos)
-        self.appender.last_store_ms = max(self.appender.last_store_ms, loader.last_store_ms)
+        s = self.shared
+        indexer = Indexer(self.queues, self.keyidx, self.msgids, self.dedup, s.topics, s.offsets)
+        indexer.index_copied(data, pos)
+        self.appender.last_store_ms = max(self.appender.last_store_ms, indexer.last_store_ms)
+        if indexer.unparsed_msg_ids:
+            counters = s.counters
+            counters["unparsed_msg_ids"] = (
+                counters.get("unparsed_msg_ids", 0) + indexer.unparsed_msg_ids
+            )
 
     def set_node_ip(self, ip: int) -> None:
         """(Append lock held.) Hand out message IDs with ``ip`` (a replicated log's, whichever
