@@ -13,6 +13,7 @@ last one saved, the newest store time); it never sees the store itself.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -21,7 +22,14 @@ from collections.abc import Callable
 
 from storage_node.backend.files import atomic_write, fsync_dir, remove_file
 from storage_node.backend.objectstore import ObjectStore
-from storage_node.errors import CorruptData, InvalidArgument, InvalidName, NotFound, Unavailable
+from storage_node.errors import (
+    CorruptData,
+    InvalidArgument,
+    InvalidName,
+    NotFound,
+    OffsetOutOfRange,
+    Unavailable,
+)
 from storage_node.formats.checkpoint import Checkpoint
 from storage_node.formats.compressed import compact_segment_bytes, verify_compacted_segment
 from storage_node.formats.filenames import (
@@ -38,6 +46,7 @@ from storage_node.formats.key_index_compacted import (
 )
 from storage_node.formats.key_index_file import KeyIndexFile
 from storage_node.formats.message_id import MS_PER_HOUR
+from storage_node.formats.record import FRAME_SIZE
 from storage_node.store.commitlog import CommitLog
 from storage_node.store.config import StoreConfig
 from storage_node.store.key_index_set import KeyIndexSet
@@ -45,9 +54,11 @@ from storage_node.store.msg_id_index import MsgIdIndexes
 from storage_node.store.pinned import pinned_ranges
 from storage_node.store.queues import PartitionQueues
 from storage_node.store.segment_readers import BlockSegment, RawSegment
+from storage_node.store.stats import count_error
 from storage_node.store.topics import TopicRegistry
 from storage_node.store.types import FileInfo
 
+log = logging.getLogger(__name__)
 KINDS = ("segment", "key_index")
 
 
@@ -111,9 +122,16 @@ class Lifecycle:
             return cache[start]
         if self.log.segment_end(start) <= start:
             return None
-        try:
-            value = self.log.read(start).store_ms
-        except Exception:
+        try:  # a segment starts with a frame: its first record follows the frame header
+            value = self.log.read(start + FRAME_SIZE).store_ms
+        except (CorruptData, OffsetOutOfRange):
+            # damaged (recovery and reads report it) or expired meanwhile: no age to know
+            return None
+        except Exception as exc:  # noqa: BLE001 - a listing must not fail; retention waits
+            # anything else hides a real problem: retention keeps the segment, so say why
+            name = segment_name(start)
+            log.exception("the age of segment %s is unknown: its first record failed", name)
+            count_error(self.counters, "segment_age", f"segment {name}: {exc!r}")
             return None
         cache[start] = value
         return value

@@ -11,6 +11,7 @@ store's group-commit leader writes and fsyncs its group itself (``wait_durable``
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import threading
 import time
@@ -22,6 +23,7 @@ from storage_node.formats.record import Piece
 from storage_node.store.log_state import Chunk
 from storage_node.store.write_cache import WriteCache
 
+log = logging.getLogger(__name__)
 IOV_MAX = min(1024, os.sysconf("SC_IOV_MAX"))  # pieces one gathering write takes
 # Out of space: the disk (ENOSPC), a quota (EDQUOT) or the process file-size limit (EFBIG).
 NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
@@ -249,13 +251,17 @@ class LogFlusher(WriteCache):
             self.stats["fsyncs"] += 1
 
     def _tell_written(self) -> None:
-        """Run the ``on_written`` hook; its failure is not the write's."""
+        """Run the ``on_written`` hook; its failure is not the write's, but it is counted
+        (``log_on_written_errors`` in the stats) and logged: the first one and each time the
+        count doubles, so a hook failing on every write cannot flood the log."""
         hook = self.on_written
         if hook is not None:
             try:
                 hook()
             except Exception:  # noqa: BLE001 - a waker must never fail a write
-                pass
+                failures = self.stats["on_written_errors"] = self.stats["on_written_errors"] + 1
+                if failures & (failures - 1) == 0:
+                    log.exception("the commit log's on_written hook failed (%d times)", failures)
 
     def _open_for_write(self, seg: int) -> int:
         if self._write_fd is not None:

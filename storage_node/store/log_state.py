@@ -106,7 +106,7 @@ class LogState:
         self._syncer: threading.Thread | None = None
         self._sync_request: tuple[int, int] | None = None
         self._sync_asked = 0  # highest end handed to the syncer
-        self.stats = {"flushes": 0, "fsyncs": 0, "bytes_written": 0}
+        self.stats = {"flushes": 0, "fsyncs": 0, "bytes_written": 0, "on_written_errors": 0}
         # recently read frames, already CRC-checked: consecutive reads of a partition find
         # their records in the same few frames. Replaced, never changed in place, so
         # readers on other threads can walk the list they got.

@@ -34,12 +34,12 @@ from storage_node.store.dedup import DedupTable
 from storage_node.store.indexer import Indexer
 from storage_node.store.key_index_set import KeyIndexSet
 from storage_node.store.lifecycle import Lifecycle
-from storage_node.store.maintenance import count_error
 from storage_node.store.msg_id_index import MsgIdIndexes
 from storage_node.store.offsets import OffsetStore
 from storage_node.store.queues import PartitionQueues
 from storage_node.store.reads import Reads
 from storage_node.store.recovery import LogLoader
+from storage_node.store.stats import count, count_error
 from storage_node.store.topics import TopicRegistry
 
 
@@ -159,11 +159,8 @@ class Parts:
         indexer = Indexer(self.queues, self.keyidx, self.msgids, self.dedup, s.topics, s.offsets)
         indexer.index_copied(data, pos)
         self.appender.last_store_ms = max(self.appender.last_store_ms, indexer.last_store_ms)
-        if indexer.unparsed_msg_ids:
-            counters = s.counters
-            counters["unparsed_msg_ids"] = (
-                counters.get("unparsed_msg_ids", 0) + indexer.unparsed_msg_ids
-            )
+        if indexer.unparsed_msg_ids:  # (logged by the indexer)
+            count(s.counters, "unparsed_msg_ids", indexer.unparsed_msg_ids)
 
     def set_node_ip(self, ip: int) -> None:
         """(Append lock held.) Hand out message IDs with ``ip`` (a replicated log's, whichever

@@ -28,9 +28,16 @@ def new_counters() -> dict:
     return dict.fromkeys(COUNTERS, 0)
 
 
-def count(counters: dict, name: str) -> None:
-    """One more of ``name`` (a counter that appears when first counted)."""
-    counters[name] = counters.get(name, 0) + 1
+def count(counters: dict, name: str, n: int = 1) -> None:
+    """``n`` more of ``name`` (a counter that appears when first counted)."""
+    counters[name] = counters.get(name, 0) + n
+
+
+def count_error(counters: dict, name: str, text: str) -> None:
+    """Count an error under ``<name>_errors`` and keep its ``text`` as ``last_<name>_error``
+    (the server exports the count as a metric, the text with the stats)."""
+    counters[f"{name}_errors"] = counters.get(f"{name}_errors", 0) + 1
+    counters[f"last_{name}_error"] = text
 
 
 def describe(
