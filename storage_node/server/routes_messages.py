@@ -26,7 +26,7 @@ from storage_node.server.peer_fanout import peer_documents
 from storage_node.server.routes_topics import get_topic_config
 from storage_node.server.runtime import NodeRuntime
 from storage_node.store import Message, PackedBatch
-from storage_node.store.columnar import ReadBatch
+from storage_node.store.read_batch import ReadBatch
 from storage_node.wire.append_answer import encode_append_answer
 from storage_node.wire.batch_codec import CONTENT_TYPE as BATCH_CONTENT_TYPE
 from storage_node.wire.batch_codec import (

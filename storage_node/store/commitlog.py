@@ -24,14 +24,8 @@ import time
 from storage_node.backend.files import fsync_dir
 from storage_node.errors import InvalidArgument, OffsetOutOfRange, Unavailable
 from storage_node.formats.filenames import State, segment_name
-from storage_node.formats.record import (
-    Record,
-    check_frames,
-    decode_row,
-    frame_offset_of_row,
-    last_batch_end,
-    verified_frame,
-)
+from storage_node.formats.frame_walker import check_frames, last_batch_end
+from storage_node.formats.record import Record, decode_row, frame_offset_of_row, verified_frame
 from storage_node.store.log_flusher import NO_SPACE_ERRNOS, LogFlusher
 from storage_node.store.log_state import FRAME_CACHE, Chunk
 from storage_node.store.segment_readers import RawSegment, SegmentHandle

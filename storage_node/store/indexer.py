@@ -22,19 +22,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from storage_node.errors import CorruptData, InvalidArgument
+from storage_node.formats.frame_walker import FrameHeader, walk_frames
 from storage_node.formats.keyhash import key_hashes
 from storage_node.formats.message_id import MessageId, numbered_ids, parse_msg_id
 from storage_node.formats.queue_index import ENTRY_DTYPE, QueueIndex, tag_hash
-from storage_node.formats.record import (
-    FLAG_PRODUCER,
-    FRAME_SIZE,
-    ROW,
-    ROW_DTYPE,
-    ROW_KEY,
-    ROW_TAG,
-    FrameHeader,
-    walk_frames,
-)
+from storage_node.formats.record import FLAG_PRODUCER, FRAME_SIZE, ROW, ROW_DTYPE, ROW_KEY, ROW_TAG
 from storage_node.store.dedup import DedupTable
 from storage_node.store.key_index_set import KeyIndexSet
 from storage_node.store.msg_id_index import MsgIdIndexes

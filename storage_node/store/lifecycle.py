@@ -7,13 +7,13 @@ so every acknowledged message stays readable in whatever state its files are.
 
 ``Lifecycle`` is handed the parts it moves files of (commit log, key-index set, queues,
 message-ID indexes) and what it needs of the store as callables (take a checkpoint, the
-last one saved, the newest store time); it never sees the store itself.
+last one saved, the newest store time); it never sees the store itself. What files there
+are, in which state and of what age, is its ``FileCatalog``'s (file_catalog.py).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import threading
 import time
@@ -27,7 +27,6 @@ from storage_node.errors import (
     InvalidArgument,
     InvalidName,
     NotFound,
-    OffsetOutOfRange,
     Unavailable,
 )
 from storage_node.formats.checkpoint import Checkpoint
@@ -46,19 +45,17 @@ from storage_node.formats.key_index_compacted import (
 )
 from storage_node.formats.key_index_file import KeyIndexFile
 from storage_node.formats.message_id import MS_PER_HOUR
-from storage_node.formats.record import FRAME_SIZE
 from storage_node.store.commitlog import CommitLog
 from storage_node.store.config import StoreConfig
+from storage_node.store.file_catalog import FileCatalog
 from storage_node.store.key_index_set import KeyIndexSet
 from storage_node.store.msg_id_index import MsgIdIndexes
 from storage_node.store.pinned import pinned_ranges
 from storage_node.store.queues import PartitionQueues
-from storage_node.store.segment_readers import BlockSegment, RawSegment
-from storage_node.store.stats import count_error
+from storage_node.store.segment_readers import BlockSegment
 from storage_node.store.topics import TopicRegistry
 from storage_node.store.types import FileInfo
 
-log = logging.getLogger(__name__)
 KINDS = ("segment", "key_index")
 
 
@@ -112,82 +109,11 @@ class Lifecycle:
         self.lock = lock  # one compaction/upload/expiry at a time
         self.checkpoint = checkpoint
         self.saved_checkpoint = saved_checkpoint
-        self.last_store_ms = last_store_ms
-        self._seg_begin_ms: dict[int, int] = {}
-
-    # ---- describing files --------------------------------------------------------------
-    def _segment_begin_ms(self, start: int) -> int | None:
-        cache = self._seg_begin_ms
-        if start in cache:
-            return cache[start]
-        if self.log.segment_end(start) <= start:
-            return None
-        try:  # a segment starts with a frame: its first record follows the frame header
-            value = self.log.read(start + FRAME_SIZE).store_ms
-        except (CorruptData, OffsetOutOfRange):
-            # damaged (recovery and reads report it) or expired meanwhile: no age to know
-            return None
-        except Exception as exc:  # noqa: BLE001 - a listing must not fail; retention waits
-            # anything else hides a real problem: retention keeps the segment, so say why
-            name = segment_name(start)
-            log.exception("the age of segment %s is unknown: its first record failed", name)
-            count_error(self.counters, "segment_age", f"segment {name}: {exc!r}")
-            return None
-        cache[start] = value
-        return value
-
-    def _segment_state(self, start: int) -> str:
-        handle = self.log.segments[start]
-        if isinstance(handle, RawSegment):
-            return State.SEALED if self.log.is_sealed(start) else State.UNSEALED
-        return handle.state
-
-    def segment_info(self, start: int) -> FileInfo:
-        log = self.log
-        handle = log.segments[start]
-        starts = log.starts
-        i = starts.index(start)
-        end_ms = self._segment_begin_ms(starts[i + 1]) if i + 1 < len(starts) else None
-        if end_ms is None and log.segment_end(start) > start:
-            end_ms = self.last_store_ms()
-        raw = log.segment_end(start) - start
-        stored = handle.stored_size if not isinstance(handle, RawSegment) else raw
-        return FileInfo(
-            "segment",
-            self._segment_state(start),
-            segment_name(start),
-            raw,
-            stored,
-            self._segment_begin_ms(start),
-            end_ms,
-        )
-
-    def key_index_info(self, name: str) -> FileInfo:
-        kx = self.keyidx
-        h = kx.files[name]
-        state = kx.states[name]
-        if isinstance(h, KeyIndexFile):
-            if h is not kx.active:
-                state = State.SEALED
-            size = h.items_base + h.count * 20
-            try:
-                stored = os.stat(h.path).st_blocks * 512
-            except FileNotFoundError:
-                stored = 0
-            return FileInfo("key_index", state, name, size, stored, h.begin_ms, h.end_ms)
-        return FileInfo(
-            "key_index", state, name, h.stored_size, h.stored_size, h.begin_ms, h.end_ms
-        )
-
-    def list_files(self) -> list[FileInfo]:
-        log, kx = self.log, self.keyidx
-        out = [self.segment_info(s) for s in list(log.starts) if s in log.segments]
-        out.extend(self.key_index_info(n) for n in list(kx.names) if n in kx.files)
-        return out
-
-    def sealed_files(self) -> list[FileInfo]:
-        """Sealed files not yet compacted: the work list of a remote compaction job."""
-        return [f for f in self.list_files() if f.state == State.SEALED]
+        self.catalog = FileCatalog(log, keyidx, counters, last_store_ms)
+        self.segment_info = self.catalog.segment_info
+        self.key_index_info = self.catalog.key_index_info
+        self.list_files = self.catalog.list_files
+        self.sealed_files = self.catalog.sealed_files
 
     # ---- compaction --------------------------------------------------------------------
     def _compress_segments(self) -> bool:

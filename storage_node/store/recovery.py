@@ -37,8 +37,8 @@ from storage_node.formats.filenames import (
     parse_segment_name,
     segment_name,
 )
+from storage_node.formats.frame_walker import last_batch_end, scan_frames
 from storage_node.formats.key_index_file import KeyIndexFile
-from storage_node.formats.record import last_batch_end, scan_frames
 from storage_node.store.commitlog import CommitLog
 from storage_node.store.dedup import DedupTable
 from storage_node.store.indexer import Indexer
