@@ -25,6 +25,7 @@ from pathlib import Path
 import requests
 
 from storage_node.errors import InvalidArgument, Unavailable
+from storage_node.formats.filenames import NODE_LOG
 from storage_node.server.routing_state import read_routing_file, write_routing_file
 from storage_node.wire.routing_table import (
     NodeEntry,
@@ -307,7 +308,7 @@ class LocalCluster:
                     port=port,
                     pid=0,
                     data_dir=str(node_dir),
-                    log=str(node_dir / "node.log"),
+                    log=str(node_dir / NODE_LOG),
                 )
             )
         if self.tls_dir is not None:

@@ -14,7 +14,6 @@ import os
 import socket
 import struct
 import threading
-import time
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal, overload
@@ -128,11 +127,6 @@ def parse_canonical_msg_id(text: str) -> MessageId:
             f"message ID {text!r} is not in canonical form: write it as {str(mid)!r}"
         )
     return mid
-
-
-def hour_folder(hour: int) -> str:
-    """``yyyyMMddHH`` (UTC) of an hour number."""
-    return time.strftime("%Y%m%d%H", time.gmtime(hour * 3600))
 
 
 class MsgIdIndexFile:

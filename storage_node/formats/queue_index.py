@@ -17,6 +17,7 @@ import zlib
 import numpy as np
 
 from storage_node.backend.files import ensure_dir, pread_exact, pwrite_all, remove_file
+from storage_node.formats.filenames import parse_queue_file_name, queue_file_name
 from storage_node.formats.packed import PackedColumn
 
 ENTRY_DTYPE = np.dtype([("pos", "<u8"), ("size", "<u4"), ("tag", "<u8")])
@@ -49,7 +50,9 @@ class QueueIndex:
         self._pending = bytearray()  # entries from self._pending_from on, not yet written
         self._pending_from = 0
         self._unsynced = False  # written since the last fsync
-        starts = sorted(int(n) for n in os.listdir(self.dir) if n.isdigit() and len(n) == 20)
+        starts = sorted(
+            s for s in map(parse_queue_file_name, os.listdir(self.dir)) if s is not None
+        )
         self.file_starts = starts
         if next_offset is None:
             next_offset = 0
@@ -62,7 +65,7 @@ class QueueIndex:
         self.truncate(next_offset)
 
     def _path(self, start: int) -> str:
-        return os.path.join(self.dir, f"{start:020d}")
+        return os.path.join(self.dir, queue_file_name(start))
 
     def _fd(self, start: int, create: bool = False) -> int:
         with self._lock:

@@ -12,15 +12,14 @@ import os
 
 from storage_node.backend.files import atomic_write
 from storage_node.errors import Fenced
-
-EPOCHS_FILE = "leader-epochs.json"
+from storage_node.formats.filenames import EPOCHS
 
 
 class LeaderEpochs:
     """``[(epoch, start position), ...]`` in increasing order, persisted atomically."""
 
     def __init__(self, directory: str) -> None:
-        self.path = os.path.join(directory, EPOCHS_FILE)
+        self.path = os.path.join(directory, EPOCHS)
         self.entries: list[tuple[int, int]] = []
         if os.path.exists(self.path):
             with open(self.path, "rb") as fh:

@@ -16,9 +16,9 @@ import zlib
 
 from storage_node.backend.files import atomic_write
 from storage_node.errors import CorruptData
+from storage_node.formats.filenames import LOG_INFO
 
 log = logging.getLogger(__name__)
-LOG_INFO = "log.json"
 STANDIN_NET = int(ipaddress.IPv4Address("240.0.0.0"))  # 240.0.0.0/4: reserved, no host has one
 
 

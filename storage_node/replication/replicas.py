@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from storage_node.errors import CorruptData, Fenced, NotLeader, Unavailable
+from storage_node.formats.filenames import LOGS_DIR
 from storage_node.replication.epochs import LeaderEpochs, check_epoch
 from storage_node.replication.follower import Follower
 from storage_node.replication.hosted_log import HostedLog, ensure_topics
@@ -60,7 +61,7 @@ class LogHost:
         ack_timeout_s: float = 5.0,
     ) -> None:
         self.node_id = node_id
-        self.root = os.path.join(data_dir, "logs")
+        self.root = os.path.join(data_dir, LOGS_DIR)
         self.config = config
         self.headers = headers
         self.verify = verify

@@ -23,6 +23,7 @@ from storage_node.formats.record import encode_frames
 from storage_node.store.batches import Prepared, Ticket, prepare, split_results
 from storage_node.store.commitlog import NO_SPACE_ERRNOS, CommitLog
 from storage_node.store.dedup import DedupTable
+from storage_node.store.indexer import BatchIndex, Indexer, partition_runs
 from storage_node.store.key_index_set import KeyIndexSet
 from storage_node.store.msg_id_index import MsgIdIndexes
 from storage_node.store.queues import PartitionQueues
@@ -64,6 +65,7 @@ class AppendPass:
         self.last_store_ms = last_store_ms  # store times never go back, even if the clock does
         self._rr = RoundRobin()
         self.topics = topics  # for the current config and deleted topics' records
+        self.indexer = Indexer(queues, keyidx, msgids, dedup, topics)
 
     def write(self, tickets: list[Ticket]) -> None:
         """Write the waiting batches (append lock held): per topic, duplicates answered from
@@ -200,21 +202,13 @@ class AppendPass:
         hour = store_ms // MS_PER_HOUR
         parr = prep.parts
         # queue offsets: one stable sort groups the batch by partition, keeping its order
-        first_part = int(parr[0])
-        if n == 1 or bool((parr == first_part).all()):
-            start = self.queues.get(topic, first_part).next_offset
+        order, runs = partition_runs(parr)
+        if order is None:
+            start = self.queues.get(topic, runs[0][0]).next_offset
             qarr = np.arange(start, start + n, dtype=np.int64)
-            order = None
-            groups = [(first_part, 0, n)]
         else:
-            order = np.argsort(parr.astype(np.uint16), kind="stable")  # radix sort: small ints
-            sorted_parts = parr[order]
-            cuts = (np.flatnonzero(sorted_parts[1:] != sorted_parts[:-1]) + 1).tolist()
-            groups = [
-                (int(sorted_parts[a]), a, b) for a, b in zip([0, *cuts], [*cuts, n], strict=True)
-            ]
             qsorted = np.empty(n, dtype=np.int64)
-            for p, a, b in groups:
+            for p, a, b in runs:
                 start = self.queues.get(topic, p).next_offset
                 qsorted[a:b] = np.arange(start, start + b - a)
             qarr = np.empty(n, dtype=np.int64)
@@ -259,31 +253,28 @@ class AppendPass:
         frame_pos = self.log.append(encoded.pieces, encoded.frame_sizes)
         positions = encoded.row_offsets + int(frame_pos[0])
         self.last_store_ms = store_ms
+        # derived indexes, as arrays (the indexer every replay and copy goes through too)
+        entries = np.empty(n, dtype=ENTRY_DTYPE)
+        entries["pos"] = positions
+        entries["size"] = encoded.record_sizes
+        entries["tag"] = 0 if batch.tags.absent() else tag_hashes(batch.tags)
+        index = BatchIndex(topic, store_ms, qarr, entries, order, runs)
+        if prep.hashes is not None:
+            keyed = prep.keyed  # computed with the hashes (prepare)
+            if keyed is None or bool(keyed.all()):
+                index.hashes, index.key_positions = prep.hashes, positions
+            else:
+                index.hashes, index.key_positions = prep.hashes[keyed], positions[keyed]
+        if assigned:
+            numbered = positions
+            if given:
+                mask = np.ones(n, dtype=bool)
+                mask[[i for i, _ in given]] = False
+                numbered = positions[mask]
+            index.id_runs.append((topic, hour, self.node_ip, first_seq, numbered))
+        index.ids.extend((mid, int(positions[i])) for i, mid in given)
         try:  # an index that cannot grow (disk full) stops the store until it recovers
-            # derived indexes, as arrays
-            entries = np.empty(n, dtype=ENTRY_DTYPE)
-            entries["pos"] = positions
-            entries["size"] = encoded.record_sizes
-            entries["tag"] = 0 if batch.tags.absent() else tag_hashes(batch.tags)
-            if order is not None:
-                entries = entries[order]
-            for p, a, b in groups:
-                self.queues.get(topic, p).append(entries[a:b])
-            if prep.hashes is not None:
-                keyed = prep.keyed  # computed with the hashes (prepare)
-                if keyed is None or bool(keyed.all()):
-                    self.keyidx.add(prep.hashes, positions, store_ms)
-                else:
-                    self.keyidx.add(prep.hashes[keyed], positions[keyed], store_ms)
-            if assigned:
-                if not given:
-                    self.msgids.put_run(topic, hour, self.node_ip, first_seq, positions)
-                else:
-                    mask = np.ones(n, dtype=bool)
-                    mask[[i for i, _ in given]] = False
-                    self.msgids.put_run(topic, hour, self.node_ip, first_seq, positions[mask])
-            for i, mid in given:
-                self.msgids.put(mid, int(positions[i]))
+            self.indexer.write(index)
         except OSError as exc:
             if exc.errno not in NO_SPACE_ERRNOS:
                 raise

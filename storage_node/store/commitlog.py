@@ -23,15 +23,9 @@ import time
 
 from storage_node.backend.files import fsync_dir
 from storage_node.errors import InvalidArgument, OffsetOutOfRange, Unavailable
-from storage_node.formats.record import (
-    Record,
-    check_frames,
-    decode_row,
-    frame_offset_of_row,
-    last_batch_end,
-    verified_frame,
-)
-from storage_node.formats.segment_name import segment_name
+from storage_node.formats.filenames import State, segment_name
+from storage_node.formats.frame_walker import check_frames, last_batch_end
+from storage_node.formats.record import Record, decode_row, frame_offset_of_row, verified_frame
 from storage_node.store.log_flusher import NO_SPACE_ERRNOS, LogFlusher
 from storage_node.store.log_state import FRAME_CACHE, Chunk
 from storage_node.store.segment_readers import RawSegment, SegmentHandle
@@ -161,7 +155,7 @@ class CommitLog(LogFlusher):
                         os.fsync(fd)
                     finally:
                         os.close(fd)
-            fsync_dir(self.dirs["unsealed"])
+            fsync_dir(self.dirs[State.UNSEALED])
             self._frames = []
             self.set_end(pos)
             self._sync_asked = min(self._sync_asked, pos)

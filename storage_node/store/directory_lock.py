@@ -6,13 +6,14 @@ import fcntl
 import os
 
 from storage_node.errors import Unavailable
+from storage_node.formats.filenames import LOCK
 
 
 class DirectoryLock:
     """Held from construction until ``release`` (or the process ends: the kernel drops it)."""
 
     def __init__(self, root: str) -> None:
-        fd = os.open(os.path.join(root, "LOCK"), os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(os.path.join(root, LOCK), os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:

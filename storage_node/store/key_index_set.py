@@ -21,6 +21,7 @@ import numpy as np
 
 from storage_node.backend.files import ensure_dir, remove_file
 from storage_node.backend.objectstore import ObjectStore
+from storage_node.formats.filenames import FOLDERS, State, index_file_name, spare_index_name
 from storage_node.formats.key_index_compacted import CompactedKeyIndex
 from storage_node.formats.key_index_file import KeyIndexFile
 from storage_node.store.pinned import pinned_reader
@@ -28,25 +29,9 @@ from storage_node.store.pinned import pinned_reader
 KeyIndexHandle = KeyIndexFile | CompactedKeyIndex
 
 
-def index_file_name(begin_ms: int, begin_pos: int) -> str:
-    """Named by begin time (as in RocketMQ) plus first log position, so names never collide."""
-    return f"{begin_ms:013d}-{begin_pos:020d}"
-
-
-def is_index_name(name: str) -> bool:
-    parts = name.split("-")
-    return len(parts) == 2 and len(parts[1]) == 20 and all(p.isdigit() for p in parts)
-
-
-def name_begin_pos(name: str) -> int:
-    return int(name.split("-")[1])
-
-
 class KeyIndexSet:
     def __init__(self, root: str, slots: int, items: int) -> None:
-        self.dirs = {
-            s: ensure_dir(os.path.join(root, s)) for s in ("unsealed", "compacted", "uploaded")
-        }
+        self.dirs: dict[str, str] = {s: ensure_dir(os.path.join(root, s)) for s in FOLDERS}
         self.slots = slots
         self.items = items
         self.files: dict[str, KeyIndexHandle] = {}
@@ -81,7 +66,7 @@ class KeyIndexSet:
 
     @staticmethod
     def open_local(path: str, state: str) -> KeyIndexHandle:
-        if state == "unsealed":
+        if state == State.UNSEALED:
             return KeyIndexFile.open(path)
         fd = os.open(path, os.O_RDONLY)
         try:
@@ -119,7 +104,7 @@ class KeyIndexSet:
 
     def _new_active(self, begin_ms: int, begin_pos: int) -> KeyIndexFile:
         name = index_file_name(begin_ms, begin_pos)
-        path = os.path.join(self.dirs["unsealed"], name)
+        path = os.path.join(self.dirs[State.UNSEALED], name)
         with self._lock:
             spare, self._spare = self._spare, None
         if spare is not None:
@@ -127,7 +112,7 @@ class KeyIndexSet:
             f = spare
         else:
             f = KeyIndexFile.create(path, self.slots, self.items, begin_ms, begin_pos)
-        self.install(name, "unsealed", f)
+        self.install(name, State.UNSEALED, f)
         self.active = f
         return f
 
@@ -139,7 +124,7 @@ class KeyIndexSet:
             if self._spare is not None:
                 return
             self._spares_made += 1
-            path = os.path.join(self.dirs["unsealed"], f"spare-{self._spares_made}.tmp")
+            path = os.path.join(self.dirs[State.UNSEALED], spare_index_name(self._spares_made))
             spare = KeyIndexFile.create(path, self.slots, self.items, 0, 0)
             with self._lock:
                 self._spare = spare

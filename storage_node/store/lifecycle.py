@@ -7,7 +7,8 @@ so every acknowledged message stays readable in whatever state its files are.
 
 ``Lifecycle`` is handed the parts it moves files of (commit log, key-index set, queues,
 message-ID indexes) and what it needs of the store as callables (take a checkpoint, the
-last one saved, the newest store time); it never sees the store itself.
+last one saved, the newest store time); it never sees the store itself. What files there
+are, in which state and of what age, is its ``FileCatalog``'s (file_catalog.py).
 """
 
 from __future__ import annotations
@@ -21,23 +22,37 @@ from collections.abc import Callable
 
 from storage_node.backend.files import atomic_write, fsync_dir, remove_file
 from storage_node.backend.objectstore import ObjectStore
-from storage_node.errors import CorruptData, InvalidArgument, InvalidName, NotFound, Unavailable
+from storage_node.errors import (
+    CorruptData,
+    InvalidArgument,
+    InvalidName,
+    NotFound,
+    Unavailable,
+)
 from storage_node.formats.checkpoint import Checkpoint
 from storage_node.formats.compressed import compact_segment_bytes, verify_compacted_segment
+from storage_node.formats.filenames import (
+    FOLDERS,
+    State,
+    is_index_name,
+    object_key,
+    parse_segment_name,
+    segment_name,
+)
 from storage_node.formats.key_index_compacted import (
     compact_key_index_bytes,
     verify_compacted_key_index,
 )
 from storage_node.formats.key_index_file import KeyIndexFile
 from storage_node.formats.message_id import MS_PER_HOUR
-from storage_node.formats.segment_name import parse_segment_name, segment_name
 from storage_node.store.commitlog import CommitLog
 from storage_node.store.config import StoreConfig
-from storage_node.store.key_index_set import KeyIndexSet, is_index_name
+from storage_node.store.file_catalog import FileCatalog
+from storage_node.store.key_index_set import KeyIndexSet
 from storage_node.store.msg_id_index import MsgIdIndexes
 from storage_node.store.pinned import pinned_ranges
 from storage_node.store.queues import PartitionQueues
-from storage_node.store.segment_readers import BlockSegment, RawSegment
+from storage_node.store.segment_readers import BlockSegment
 from storage_node.store.topics import TopicRegistry
 from storage_node.store.types import FileInfo
 
@@ -94,75 +109,11 @@ class Lifecycle:
         self.lock = lock  # one compaction/upload/expiry at a time
         self.checkpoint = checkpoint
         self.saved_checkpoint = saved_checkpoint
-        self.last_store_ms = last_store_ms
-        self._seg_begin_ms: dict[int, int] = {}
-
-    # ---- describing files --------------------------------------------------------------
-    def _segment_begin_ms(self, start: int) -> int | None:
-        cache = self._seg_begin_ms
-        if start in cache:
-            return cache[start]
-        if self.log.segment_end(start) <= start:
-            return None
-        try:
-            value = self.log.read(start).store_ms
-        except Exception:
-            return None
-        cache[start] = value
-        return value
-
-    def _segment_state(self, start: int) -> str:
-        handle = self.log.segments[start]
-        if isinstance(handle, RawSegment):
-            return "sealed" if self.log.is_sealed(start) else "unsealed"
-        return handle.state
-
-    def segment_info(self, start: int) -> FileInfo:
-        log = self.log
-        handle = log.segments[start]
-        starts = log.starts
-        i = starts.index(start)
-        end_ms = self._segment_begin_ms(starts[i + 1]) if i + 1 < len(starts) else None
-        if end_ms is None and log.segment_end(start) > start:
-            end_ms = self.last_store_ms()
-        raw = log.segment_end(start) - start
-        stored = handle.stored_size if not isinstance(handle, RawSegment) else raw
-        return FileInfo(
-            "segment",
-            self._segment_state(start),
-            segment_name(start),
-            raw,
-            stored,
-            self._segment_begin_ms(start),
-            end_ms,
-        )
-
-    def key_index_info(self, name: str) -> FileInfo:
-        kx = self.keyidx
-        h = kx.files[name]
-        state = kx.states[name]
-        if isinstance(h, KeyIndexFile):
-            if h is not kx.active:
-                state = "sealed"
-            size = h.items_base + h.count * 20
-            try:
-                stored = os.stat(h.path).st_blocks * 512
-            except FileNotFoundError:
-                stored = 0
-            return FileInfo("key_index", state, name, size, stored, h.begin_ms, h.end_ms)
-        return FileInfo(
-            "key_index", state, name, h.stored_size, h.stored_size, h.begin_ms, h.end_ms
-        )
-
-    def list_files(self) -> list[FileInfo]:
-        log, kx = self.log, self.keyidx
-        out = [self.segment_info(s) for s in list(log.starts) if s in log.segments]
-        out.extend(self.key_index_info(n) for n in list(kx.names) if n in kx.files)
-        return out
-
-    def sealed_files(self) -> list[FileInfo]:
-        """Sealed files not yet compacted: the work list of a remote compaction job."""
-        return [f for f in self.list_files() if f.state == "sealed"]
+        self.catalog = FileCatalog(log, keyidx, counters, last_store_ms)
+        self.segment_info = self.catalog.segment_info
+        self.key_index_info = self.catalog.key_index_info
+        self.list_files = self.catalog.list_files
+        self.sealed_files = self.catalog.sealed_files
 
     # ---- compaction --------------------------------------------------------------------
     def _compress_segments(self) -> bool:
@@ -189,21 +140,21 @@ class Lifecycle:
     def _install_segment(self, start: int, data: bytes) -> FileInfo:
         name = segment_name(start)
         dirs = self.log.dirs
-        path = os.path.join(dirs["compacted"], name)
+        path = os.path.join(dirs[State.COMPACTED], name)
         atomic_write(path, data)
         self.log.install(start, BlockSegment.local(start, path))
-        remove_file(os.path.join(dirs["unsealed"], name))
-        fsync_dir(dirs["unsealed"])
+        remove_file(os.path.join(dirs[State.UNSEALED], name))
+        fsync_dir(dirs[State.UNSEALED])
         self.counters["compacted_segments"] += 1
         return self.segment_info(start)
 
     def _install_key_index(self, name: str, data: bytes) -> FileInfo:
         kx = self.keyidx
-        path = os.path.join(kx.dirs["compacted"], name)
+        path = os.path.join(kx.dirs[State.COMPACTED], name)
         atomic_write(path, data)
-        kx.install(name, "compacted", kx.open_local(path, "compacted"))
-        remove_file(os.path.join(kx.dirs["unsealed"], name))
-        fsync_dir(kx.dirs["unsealed"])
+        kx.install(name, State.COMPACTED, kx.open_local(path, State.COMPACTED))
+        remove_file(os.path.join(kx.dirs[State.UNSEALED], name))
+        fsync_dir(kx.dirs[State.UNSEALED])
         self.counters["compacted_key_indexes"] += 1
         return self.key_index_info(name)
 
@@ -226,9 +177,9 @@ class Lifecycle:
             current = {(f.kind, f.name): f for f in self.list_files()}.get((kind, name))
             if current is None:
                 raise NotFound(f"no {kind} named {name!r}", name=name)
-            if current.state in ("compacted", "uploaded"):
+            if current.state in (State.COMPACTED, State.UPLOADED):
                 return current  # another compactor won: same content, nothing to do
-            if current.state != "sealed":
+            if current.state != State.SEALED:
                 raise InvalidArgument(f"{kind} {name} is not sealed yet", name=name)
             if not self.covered_by_checkpoint(current):
                 self.checkpoint()
@@ -285,15 +236,14 @@ class Lifecycle:
         return self.log.dirs if kind == "segment" else self.keyidx.dirs
 
     def _local_path(self, info: FileInfo) -> str:
-        state = "unsealed" if info.state in ("unsealed", "sealed") else info.state
+        state = State.UNSEALED if info.state == State.SEALED else info.state
         return os.path.join(self._dirs(info.kind)[state], info.name)
 
     # ---- upload and expiry -----------------------------------------------------------------
     def upload_file(self, info: FileInfo) -> None:
-        kind_dir = "commitlog" if info.kind == "segment" else "index"
         dirs = self._dirs(info.kind)
-        src = os.path.join(dirs["compacted"], info.name)
-        key = f"{kind_dir}/{info.name}"
+        src = os.path.join(dirs[State.COMPACTED], info.name)
+        key = object_key(info.kind, info.name)
         self.objects.put(key, src)
         manifest = {
             "object_key": key,
@@ -306,16 +256,16 @@ class Lifecycle:
             # what opening the file reads, so a restart needs no object-store access
             "pinned": pinned_ranges(info.kind, src),
         }
-        mpath = os.path.join(dirs["uploaded"], info.name)
+        mpath = os.path.join(dirs[State.UPLOADED], info.name)
         atomic_write(mpath, json.dumps(manifest, sort_keys=True).encode())
         if info.kind == "segment":
             start = int(info.name)
             self.log.install(start, BlockSegment.remote(start, mpath, self.objects))
         else:
             kx = self.keyidx
-            kx.install(info.name, "uploaded", kx.open_remote(mpath, self.objects))
+            kx.install(info.name, State.UPLOADED, kx.open_remote(mpath, self.objects))
         remove_file(src)
-        fsync_dir(dirs["compacted"])
+        fsync_dir(dirs[State.COMPACTED])
         self.counters["uploaded_files"] += 1
 
     def _delete_everywhere(self, info: FileInfo) -> None:
@@ -324,10 +274,9 @@ class Lifecycle:
             self.log.remove(int(info.name))
         else:
             self.keyidx.remove(info.name)
-        if info.state == "uploaded":
-            kind_dir = "commitlog" if info.kind == "segment" else "index"
-            self.objects.delete(f"{kind_dir}/{info.name}")
-        for state in ("unsealed", "compacted", "uploaded"):
+        if info.state == State.UPLOADED:
+            self.objects.delete(object_key(info.kind, info.name))
+        for state in FOLDERS:
             if remove_file(os.path.join(dirs[state], info.name)):
                 fsync_dir(dirs[state])
         self.counters["expired_files"] += 1
@@ -342,14 +291,14 @@ class Lifecycle:
         for info in self.list_files():  # segments oldest first: the log stays contiguous
             if info.kind != "segment":
                 continue
-            if info.state in ("unsealed",) or info.end_ms is None or info.end_ms >= cutoff:
+            if info.state == State.UNSEALED or info.end_ms is None or info.end_ms >= cutoff:
                 break
             self._delete_everywhere(info)
             removed += 1
         for info in self.list_files():
             if (
                 info.kind == "key_index"
-                and info.state != "unsealed"
+                and info.state != State.UNSEALED
                 and info.end_ms is not None
                 and info.end_ms < cutoff
             ):
@@ -369,7 +318,7 @@ class Lifecycle:
             report = self._compact(now - int(cfg.compact_after_s * 1000))
             uploaded = 0
             for info in self.list_files():
-                if info.state == "compacted" and _mtime_ms(self._local_path(info)) <= now - int(
+                if info.state == State.COMPACTED and _mtime_ms(self._local_path(info)) <= now - int(
                     cfg.upload_after_s * 1000
                 ):
                     try:

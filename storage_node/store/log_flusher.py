@@ -11,17 +11,19 @@ store's group-commit leader writes and fsyncs its group itself (``wait_durable``
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import threading
 import time
 
 from storage_node.backend.files import fsync_dir, start_writeback, write_all
 from storage_node.errors import DiskFull, Unavailable
+from storage_node.formats.filenames import State, segment_name
 from storage_node.formats.record import Piece
-from storage_node.formats.segment_name import segment_name
 from storage_node.store.log_state import Chunk
 from storage_node.store.write_cache import WriteCache
 
+log = logging.getLogger(__name__)
 IOV_MAX = min(1024, os.sysconf("SC_IOV_MAX"))  # pieces one gathering write takes
 # Out of space: the disk (ENOSPC), a quota (EDQUOT) or the process file-size limit (EFBIG).
 NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
@@ -199,7 +201,7 @@ class LogFlusher(WriteCache):
         except BaseException:  # OSError, or an interruption: the batch is answered failed
             self.shippable_end = self.written_end
             for fd_seg, size in touched:
-                path = os.path.join(self.dirs["unsealed"], segment_name(fd_seg))
+                path = os.path.join(self.dirs[State.UNSEALED], segment_name(fd_seg))
                 try:
                     os.truncate(path, size)
                 except OSError:
@@ -249,21 +251,25 @@ class LogFlusher(WriteCache):
             self.stats["fsyncs"] += 1
 
     def _tell_written(self) -> None:
-        """Run the ``on_written`` hook; its failure is not the write's."""
+        """Run the ``on_written`` hook; its failure is not the write's, but it is counted
+        (``log_on_written_errors`` in the stats) and logged: the first one and each time the
+        count doubles, so a hook failing on every write cannot flood the log."""
         hook = self.on_written
         if hook is not None:
             try:
                 hook()
             except Exception:  # noqa: BLE001 - a waker must never fail a write
-                pass
+                failures = self.stats["on_written_errors"] = self.stats["on_written_errors"] + 1
+                if failures & (failures - 1) == 0:
+                    log.exception("the commit log's on_written hook failed (%d times)", failures)
 
     def _open_for_write(self, seg: int) -> int:
         if self._write_fd is not None:
             os.fsync(self._write_fd)
             os.close(self._write_fd)
-        path = os.path.join(self.dirs["unsealed"], segment_name(seg))
+        path = os.path.join(self.dirs[State.UNSEALED], segment_name(seg))
         fd = self._write_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        fsync_dir(self.dirs["unsealed"])
+        fsync_dir(self.dirs[State.UNSEALED])
         self._write_seg = seg
         return fd
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from storage_node.backend.files import ensure_dir
 from storage_node.errors import MsgStoreError
+from storage_node.formats.filenames import FOLDERS, State, segment_name
 from storage_node.formats.record import Piece
-from storage_node.formats.segment_name import segment_name
 from storage_node.store.segment_readers import RawSegment, SegmentHandle
 
 FRAME_CACHE = 16  # verified frames kept for reads
@@ -56,9 +56,7 @@ class LogState:
         fsync_bytes: int = 8 << 20,
     ) -> None:
         self.root = root
-        self.dirs = {
-            s: ensure_dir(os.path.join(root, s)) for s in ("unsealed", "compacted", "uploaded")
-        }
+        self.dirs: dict[str, str] = {s: ensure_dir(os.path.join(root, s)) for s in FOLDERS}
         self.segment_bytes = segment_bytes
         self.sync_mode = flush_mode == "sync"
         self.max_messages = flush_max_messages
@@ -108,7 +106,7 @@ class LogState:
         self._syncer: threading.Thread | None = None
         self._sync_request: tuple[int, int] | None = None
         self._sync_asked = 0  # highest end handed to the syncer
-        self.stats = {"flushes": 0, "fsyncs": 0, "bytes_written": 0}
+        self.stats = {"flushes": 0, "fsyncs": 0, "bytes_written": 0, "on_written_errors": 0}
         # recently read frames, already CRC-checked: consecutive reads of a partition find
         # their records in the same few frames. Replaced, never changed in place, so
         # readers on other threads can walk the list they got.
@@ -163,7 +161,7 @@ class LogState:
     def _register_segment(self, seg: int) -> None:
         if seg not in self.segments:
             self.segments[seg] = RawSegment(
-                seg, os.path.join(self.dirs["unsealed"], segment_name(seg))
+                seg, os.path.join(self.dirs[State.UNSEALED], segment_name(seg))
             )
             bisect.insort(self.starts, seg)
 

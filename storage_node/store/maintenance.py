@@ -12,11 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 
-
-def count_error(counters: dict, name: str, text: str) -> None:
-    """Count an error under ``<name>_errors`` and keep its ``text`` as ``last_<name>_error``."""
-    counters[f"{name}_errors"] = counters.get(f"{name}_errors", 0) + 1
-    counters[f"last_{name}_error"] = text
+from storage_node.store.stats import count_error
 
 
 class Maintenance:

@@ -15,7 +15,8 @@ from typing import Literal, overload
 import numpy as np
 
 from storage_node.backend.files import ensure_dir
-from storage_node.formats.message_id import MessageId, MsgIdIndexFile, hour_folder
+from storage_node.formats.filenames import hour_folder
+from storage_node.formats.message_id import MessageId, MsgIdIndexFile
 
 MAX_OPEN = 64
 

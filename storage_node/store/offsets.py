@@ -14,6 +14,7 @@ import threading
 import numpy as np
 
 from storage_node.backend.files import atomic_write, ensure_dir, fsync_dir, remove_file
+from storage_node.formats.filenames import JSON_SUFFIX, group_file_name
 from storage_node.formats.packed import PackedColumn
 from storage_node.formats.record import EncodedBatch, decode_frame, encode_frames
 
@@ -48,10 +49,10 @@ class OffsetStore:
         self._lock = threading.Lock()
         self.groups: dict[str, dict[str, dict[int, int]]] = {}
         for name in os.listdir(self.root):
-            if name.endswith(".json"):
+            if name.endswith(JSON_SUFFIX):
                 with open(os.path.join(self.root, name), "rb") as fh:
                     data = json.loads(fh.read())
-                self.groups[name[:-5]] = {
+                self.groups[name[: -len(JSON_SUFFIX)]] = {
                     t: {int(p): int(o) for p, o in ps.items()} for t, ps in data.items()
                 }
 
@@ -61,7 +62,8 @@ class OffsetStore:
             g.setdefault(topic, {})[partition] = offset
             data = {t: {str(p): o for p, o in ps.items()} for t, ps in g.items()}
             atomic_write(
-                os.path.join(self.root, group + ".json"), json.dumps(data, sort_keys=True).encode()
+                os.path.join(self.root, group_file_name(group)),
+                json.dumps(data, sort_keys=True).encode(),
             )
 
     def get_groups(self) -> list[str]:
@@ -86,7 +88,7 @@ class OffsetStore:
                 if g.pop(topic, None) is None:
                     continue
                 touched.append(group)
-                path = os.path.join(self.root, group + ".json")
+                path = os.path.join(self.root, group_file_name(group))
                 if g:
                     data = {t: {str(p): o for p, o in ps.items()} for t, ps in g.items()}
                     atomic_write(path, json.dumps(data, sort_keys=True).encode())

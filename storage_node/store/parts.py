@@ -19,19 +19,27 @@ from dataclasses import dataclass
 from storage_node.backend.objectstore import ObjectStore
 from storage_node.errors import MsgStoreError
 from storage_node.formats.checkpoint import Checkpoint
+from storage_node.formats.filenames import (
+    COMMITLOG_DIR,
+    KEY_INDEX_DIR,
+    MSGID_DIR,
+    PRODUCERS,
+    QUEUES_DIR,
+)
 from storage_node.store.append_pass import AppendPass
 from storage_node.store.checkpointer import Checkpointer
 from storage_node.store.commitlog import CommitLog
 from storage_node.store.config import StoreConfig
 from storage_node.store.dedup import DedupTable
+from storage_node.store.indexer import Indexer
 from storage_node.store.key_index_set import KeyIndexSet
 from storage_node.store.lifecycle import Lifecycle
-from storage_node.store.maintenance import count_error
 from storage_node.store.msg_id_index import MsgIdIndexes
 from storage_node.store.offsets import OffsetStore
 from storage_node.store.queues import PartitionQueues
 from storage_node.store.reads import Reads
 from storage_node.store.recovery import LogLoader
+from storage_node.store.stats import count, count_error
 from storage_node.store.topics import TopicRegistry
 
 
@@ -62,7 +70,7 @@ class Parts:
         self.shared = s = shared
         config, root = s.config, s.root
         self.log = CommitLog(
-            os.path.join(root, "commitlog"),
+            os.path.join(root, COMMITLOG_DIR),
             config.segment_bytes,
             config.flush_mode,
             config.flush_max_messages,
@@ -72,11 +80,11 @@ class Parts:
             config.async_fsync_bytes,
         )
         self.keyidx = KeyIndexSet(
-            os.path.join(root, "index"), config.index_slots, config.index_items
+            os.path.join(root, KEY_INDEX_DIR), config.index_slots, config.index_items
         )
-        self.msgids = MsgIdIndexes(os.path.join(root, "msgid"))
-        self.queues = PartitionQueues(os.path.join(root, "queues"), config.queue_file_entries)
-        self.dedup = DedupTable(os.path.join(root, "producers.json"))
+        self.msgids = MsgIdIndexes(os.path.join(root, MSGID_DIR))
+        self.queues = PartitionQueues(os.path.join(root, QUEUES_DIR), config.queue_file_entries)
+        self.dedup = DedupTable(os.path.join(root, PRODUCERS))
         self.appender = AppendPass(
             self.log,
             self.queues,
@@ -147,9 +155,12 @@ class Parts:
     def index_copied(self, data: bytes, pos: int) -> None:
         """(A follower, append lock held.) Index frames copied from a leader's log at
         ``pos`` as ``load`` replays them (storage_node/replication)."""
-        loader = self._loader()
-        loader.index_copied(data, pos)
-        self.appender.last_store_ms = max(self.appender.last_store_ms, loader.last_store_ms)
+        s = self.shared
+        indexer = Indexer(self.queues, self.keyidx, self.msgids, self.dedup, s.topics, s.offsets)
+        indexer.index_copied(data, pos)
+        self.appender.last_store_ms = max(self.appender.last_store_ms, indexer.last_store_ms)
+        if indexer.unparsed_msg_ids:  # (logged by the indexer)
+            count(s.counters, "unparsed_msg_ids", indexer.unparsed_msg_ids)
 
     def set_node_ip(self, ip: int) -> None:
         """(Append lock held.) Hand out message IDs with ``ip`` (a replicated log's, whichever

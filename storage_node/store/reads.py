@@ -16,11 +16,12 @@ from storage_node.formats.message_id import parse_msg_id
 from storage_node.formats.queue_index import QueueIndex, tag_hash
 from storage_node.formats.record import Record
 from storage_node.store.arguments import check_int
-from storage_node.store.columnar import ReadBatch, Rows, SpanMemo, concat_batches, decode_rows
+from storage_node.store.columnar import Rows, SpanMemo, decode_rows
 from storage_node.store.commitlog import CommitLog
 from storage_node.store.key_index_set import KeyIndexSet
 from storage_node.store.msg_id_index import MsgIdIndexes
 from storage_node.store.queues import PartitionQueues
+from storage_node.store.read_batch import ReadBatch, concat_batches
 from storage_node.store.topics import TopicRegistry
 from storage_node.store.types import LookupResult, Message, ReadResult, TopicConfig
 

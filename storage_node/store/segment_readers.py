@@ -17,6 +17,7 @@ from storage_node.backend.files import pread_exact
 from storage_node.backend.objectstore import ObjectStore
 from storage_node.errors import CorruptData
 from storage_node.formats.compressed import CompressedSegmentReader
+from storage_node.formats.filenames import State
 from storage_node.formats.record import FRAME_SIZE, frame_length, row_frame_start
 from storage_node.store.pinned import pinned_reader
 
@@ -28,7 +29,7 @@ SCAN_SPAN_MAX = 8 << 20  # the most one positional read of a columnar scan fetch
 class RawSegment:
     """An unsealed (active or sealed) segment file."""
 
-    state = "unsealed"
+    state = State.UNSEALED
 
     def __init__(self, start: int, path: str) -> None:
         self.start = start
@@ -122,7 +123,7 @@ class BlockSegment:
         except CorruptData:
             os.close(fd)
             raise
-        seg = cls(start, "compacted", reader, path)
+        seg = cls(start, State.COMPACTED, reader, path)
         seg._fd = fd
         return seg
 
@@ -134,7 +135,7 @@ class BlockSegment:
         reader = CompressedSegmentReader(
             int(manifest["stored_size"]), pinned_reader(manifest, objects, key)
         )
-        return cls(start, "uploaded", reader, key)
+        return cls(start, State.UPLOADED, reader, key)
 
     @property
     def raw_size(self) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from storage_node.formats.filenames import STATES, State
 from storage_node.store.commitlog import CommitLog
 from storage_node.store.types import FileInfo
 
@@ -19,7 +20,6 @@ COUNTERS = (
     "uploaded_files",
     "expired_files",
 )
-STATES = ("unsealed", "sealed", "compacted", "uploaded")
 
 
 def new_counters() -> dict:
@@ -28,9 +28,16 @@ def new_counters() -> dict:
     return dict.fromkeys(COUNTERS, 0)
 
 
-def count(counters: dict, name: str) -> None:
-    """One more of ``name`` (a counter that appears when first counted)."""
-    counters[name] = counters.get(name, 0) + 1
+def count(counters: dict, name: str, n: int = 1) -> None:
+    """``n`` more of ``name`` (a counter that appears when first counted)."""
+    counters[name] = counters.get(name, 0) + n
+
+
+def count_error(counters: dict, name: str, text: str) -> None:
+    """Count an error under ``<name>_errors`` and keep its ``text`` as ``last_<name>_error``
+    (the server exports the count as a metric, the text with the stats)."""
+    counters[f"{name}_errors"] = counters.get(f"{name}_errors", 0) + 1
+    counters[f"last_{name}_error"] = text
 
 
 def describe(
@@ -54,8 +61,8 @@ def describe(
         out[f"key_indexes_{state}"] = sum(
             1 for f in files if f.kind == "key_index" and f.state == state
         )
-    out["stored_bytes"] = sum(f.stored_size for f in files if f.state != "uploaded")
-    out["uploaded_bytes"] = sum(f.stored_size for f in files if f.state == "uploaded")
+    out["stored_bytes"] = sum(f.stored_size for f in files if f.state != State.UPLOADED)
+    out["uploaded_bytes"] = sum(f.stored_size for f in files if f.state == State.UPLOADED)
     out["ready"] = ready
     out["recovery"] = recovery
     return out

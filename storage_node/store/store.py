@@ -22,10 +22,10 @@ from storage_node.backend.files import ensure_dir
 from storage_node.backend.objectstore import ObjectStore, open_object_store
 from storage_node.errors import Unavailable
 from storage_node.formats.checkpoint import Checkpoint
+from storage_node.formats.filenames import CHECKPOINT, OBJECTS_DIR, OFFSETS_DIR, TOPICS
 from storage_node.formats.message_id import ip_to_int
 from storage_node.formats.queue_index import QueueIndex
 from storage_node.store.appends import Appends
-from storage_node.store.columnar import ReadBatch
 from storage_node.store.config import StoreConfig
 from storage_node.store.consumer_groups import ConsumerGroups
 from storage_node.store.directory_lock import DirectoryLock
@@ -35,14 +35,10 @@ from storage_node.store.maintenance import Maintenance
 from storage_node.store.offsets import OffsetStore, commit_frames
 from storage_node.store.parts import Parts, Shared
 from storage_node.store.pools import LazyPool
+from storage_node.store.read_batch import ReadBatch
 from storage_node.store.reads import MAX_LOOKUP, MAX_READ_MESSAGES
 from storage_node.store.stats import count, describe, new_counters
-from storage_node.store.topic_admin import (
-    add_partitions,
-    create_topic,
-    delete_topic,
-    purge_leftovers,
-)
+from storage_node.store.topic_admin import TopicAdmin
 from storage_node.store.topics import TopicRegistry
 from storage_node.store.types import (
     FileInfo,
@@ -70,13 +66,22 @@ class Store(LogSurface):
         self._written_hook: Callable[[], None] | None = None  # subscribe_written
         self._lock = threading.RLock()  # the append lock
         self._ckpt_lock = threading.Lock()
-        self.checkpoint_path = os.path.join(root, "checkpoint")
-        self.topics = TopicRegistry(os.path.join(root, "topics.json"))
-        self.offsets = OffsetStore(os.path.join(root, "offsets"))
-        self.objects: ObjectStore = configured or open_object_store(os.path.join(root, "objects"))
+        self.checkpoint_path = os.path.join(root, CHECKPOINT)
+        self.topics = TopicRegistry(os.path.join(root, TOPICS))
+        self.offsets = OffsetStore(os.path.join(root, OFFSETS_DIR))
+        self.objects: ObjectStore = configured or open_object_store(os.path.join(root, OBJECTS_DIR))
         self.node_ip = ip_to_int(config.node_ip)
         self.counters = new_counters()
         self.saved_checkpoint: Checkpoint | None = None  # the last one on disk
+        self.admin = TopicAdmin(
+            self.topics,
+            self.offsets,
+            lambda: self.queues,
+            lambda: self.log,
+            self._lock,
+            self._ckpt_lock,
+            lambda: self.checkpoint(clean=False),
+        )
         self._syncer = LazyPool(4, "msgstore-sync")  # fsyncs of index files (checkpoints)
         self._use(
             Parts(
@@ -93,7 +98,7 @@ class Store(LogSurface):
                     lambda: self.checkpoint(clean=False),
                     lambda: self.saved_checkpoint,
                     self._syncer.get,
-                    lambda: purge_leftovers(self),
+                    lambda: self.admin.purge_leftovers(),
                     self.offsets,
                 )
             )
@@ -212,18 +217,18 @@ class Store(LogSurface):
     def create_topic(self, config: TopicConfig) -> bool:
         """Create a topic (True), or find it there with the same config (False)."""
         self._check_open()
-        return create_topic(self, config)
+        return self.admin.create_topic(config)
 
     def delete_topic(self, name: str) -> TopicConfig:
         """Delete a topic: gone from listings, its records unreachable, its groups' offsets
         dropped; a topic created again under the name starts empty (see topic_admin.py)."""
         self._check_open()
-        return delete_topic(self, name)
+        return self.admin.delete_topic(name)
 
     def add_partitions(self, name: str, partitions: int) -> TopicConfig:
         """Raise a topic's partition count (only up; see topic_admin.py); the new config."""
         self._check_open()
-        return add_partitions(self, name, partitions)
+        return self.admin.add_partitions(name, partitions)
 
     def get_topic(self, name: str) -> TopicConfig:
         return self.topics.get(name)

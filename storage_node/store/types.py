@@ -162,7 +162,7 @@ class LogEnds:
 @dataclass(frozen=True)
 class FileInfo:
     kind: str  # "segment" | "key_index"
-    state: str  # "unsealed" | "sealed" | "compacted" | "uploaded"
+    state: str  # a formats.filenames.State: unsealed, sealed, compacted, uploaded
     name: str
     size: int
     stored_size: int

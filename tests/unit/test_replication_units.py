@@ -12,7 +12,7 @@ import pytest
 
 from storage_node.cli.local import free_port
 from storage_node.errors import CorruptData, Fenced, InvalidArgument, NotOwner, OffsetOutOfRange
-from storage_node.formats.record import check_frames
+from storage_node.formats.frame_walker import check_frames
 from storage_node.replication.epochs import LeaderEpochs, check_epoch
 from storage_node.replication.replicas import LogHost, standin_ip
 from storage_node.replication.shipping import FETCH_BYTES

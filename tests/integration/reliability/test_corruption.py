@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from storage_node.errors import CorruptData
-from storage_node.formats.record import iter_frames
+from storage_node.formats.frame_walker import iter_frames
 from storage_node.store import Message, MessageIn, Store, TopicConfig
 
 from .support import (

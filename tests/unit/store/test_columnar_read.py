@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from storage_node.errors import CorruptData, InvalidArgument
 from storage_node.store import MessageIn, Store, TopicConfig
-from storage_node.store.columnar import ReadBatch, among
+from storage_node.store.columnar import among
+from storage_node.store.read_batch import ReadBatch
 from storage_node.store.types import Message
 from tests.unit.store.conftest import small_config
 from tests.unit.store.reference_read import reference_read

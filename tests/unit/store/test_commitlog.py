@@ -9,7 +9,8 @@ import os
 import pytest
 
 from storage_node.errors import CorruptData, InvalidArgument, OffsetOutOfRange
-from storage_node.formats.record import FLAG_BATCH_END, frame_flags, iter_frames
+from storage_node.formats.frame_walker import iter_frames
+from storage_node.formats.record import FLAG_BATCH_END, frame_flags
 from storage_node.store import Store, TopicConfig
 from storage_node.store.commitlog import CommitLog
 

@@ -17,6 +17,7 @@ from storage_node.formats.compressed import (
     decompress_all,
     verify_compacted_segment,
 )
+from storage_node.formats.frame_walker import iter_frames, last_batch_end, scan_frames
 from storage_node.formats.key_index_compacted import (
     CompactedKeyIndex,
     compact_key_index_bytes,
@@ -31,10 +32,7 @@ from storage_node.formats.record import (
     decode_frame,
     encode_frames,
     frame_flags,
-    iter_frames,
-    last_batch_end,
     read_record,
-    scan_frames,
 )
 
 

@@ -6,18 +6,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from storage_node.formats.frame_walker import (
+    FrameHeader,
+    frame_step,
+    last_batch_end,
+    scan_frames,
+    walk_frames,
+)
 from storage_node.formats.packed import PackedColumn
 from storage_node.formats.record import (
     FLAG_PRODUCER,
     FRAME_SIZE,
-    FrameHeader,
     encode_frames,
     frame_length,
-    frame_step,
-    last_batch_end,
     row_frame_start,
-    scan_frames,
-    walk_frames,
 )
 
 

@@ -11,8 +11,8 @@ import pytest
 
 from storage_node.errors import InvalidArgument, InvalidName, NotFound
 from storage_node.formats.compressed import compact_segment_bytes
+from storage_node.formats.filenames import hour_folder
 from storage_node.formats.key_index_compacted import compact_key_index_bytes
-from storage_node.formats.message_id import hour_folder
 from storage_node.store import MessageIn, Store, TopicConfig
 from tests.unit.store.conftest import small_config
 
