@@ -28,7 +28,7 @@ from pydantic import (
 )
 
 from storage_node.errors import InvalidArgument, InvalidName
-from storage_node.formats.limits import MAX_READ_MESSAGES
+from storage_node.formats.limits import EMPTY_KEY_RULE, MAX_READ_MESSAGES
 from storage_node.formats.names import NAME_PATTERN
 from storage_node.formats.packed import PackedBatch
 from storage_node.wire.routing_table import check_topic_name
@@ -208,7 +208,7 @@ class MessageIn(Request):
 
     value: str | None = None
     value_base64: Annotated[str, WithJsonSchema({"type": "string", "format": "byte"})] | None = None
-    key: str | None = None
+    key: str | None = Field(default=None, min_length=1, description=EMPTY_KEY_RULE)
     tag: str | None = None
     msg_id: str | None = Field(default=None, description="app-iphex-hour-seq; assigned when absent")
     timestamp: Int64 | None = Field(default=None, description="born time, ms since epoch")
