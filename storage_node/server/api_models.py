@@ -113,6 +113,10 @@ class ErrorDetail(BaseModel):
     message: str
     owner: str | None = None
     owner_id: str | None = None
+    unreachable_nodes: list[str] | None = Field(
+        default=None,
+        description="(code incomplete) the nodes a cluster-wide lookup could not ask",
+    )
 
 
 class Error(Answer):
