@@ -37,7 +37,8 @@ class Cluster:
     def __init__(self, data_dir: str, nodes: dict[str, str]) -> None:
         self.data_dir = data_dir
         self.nodes = nodes  # id -> address
-        self.endpoint = nodes["node-1"]
+        self.first, self.second, self.third = sorted(nodes)  # the CLI talks to the first
+        self.endpoint = nodes[self.first]
         self.ep = ["--endpoint", self.endpoint]
 
     def topic(self, name: str, partitions: int = 3) -> list[str]:
@@ -93,7 +94,7 @@ def test_query_and_get_name_the_nodes_that_did_not_answer(cluster):
     run("produce", "orders", "-K", ":", "--quiet", *ep, stdin=lines)
     owners = cluster.owners("orders")
     stored = [json.loads(line) for line in run("consume", "orders", *ep).stdout.splitlines()]
-    away = next(m for m in stored if owners[m["partition"]] != "node-1")
+    away = next(m for m in stored if owners[m["partition"]] != cluster.first)
     node = owners[away["partition"]]
     cluster.stop(node)
     try:
@@ -174,12 +175,12 @@ def test_consume_follow_until_ends_once_every_partition_is_past(cluster, until):
 # -- 6. unkeyed produce uses live nodes; a partial batch resumes exactly once ----------------
 def test_unkeyed_lines_go_to_live_nodes_while_one_is_down(cluster):
     ep = cluster.topic("unkeyed")
-    cluster.stop("node-3")
+    cluster.stop(cluster.third)
     try:
         lines = [b'{"u": %d}' % i for i in range(40)]
         run("produce", "unkeyed", "--batch-size", "10", "--quiet", *ep, stdin=b"\n".join(lines))
     finally:
-        cluster.restart("node-3")
+        cluster.restart(cluster.third)
     assert sorted(values(ep, "unkeyed")) == sorted(lines)
 
 
@@ -189,18 +190,18 @@ def test_a_partly_stored_batch_resumes_exactly_once(cluster, tmp_path):
     data = tmp_path / "keyed.txt"
     lines = [b"k%d:v%d" % (i, i) for i in range(30)]
     data.write_bytes(b"\n".join(lines) + b"\n")
-    cluster.stop("node-2")
+    cluster.stop(cluster.second)
     try:
         failed = run(
             "produce", "partial", "--file", str(data), "-K", ":", "--input", "raw",
             "--print-results", *ep, check=False,
         )  # fmt: skip
     finally:
-        cluster.restart("node-2")
+        cluster.restart(cluster.second)
     assert failed.returncode == 1
     err = failed.stderr.decode()
     printed = [json.loads(line) for line in failed.stdout.splitlines()]
-    assert printed and all(owners[r["partition"]] != "node-2" for r in printed)
+    assert printed and all(owners[r["partition"]] != cluster.second for r in printed)
     advice = err.split("Resume exactly once with: ")[1].split()
     assert advice[:2] == ["--skip", "30"] and "--retry" in advice, err
     resume = ["produce", "partial", "--file", str(data), "-K", ":", "--input", "raw", *advice]
