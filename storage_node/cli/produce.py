@@ -113,6 +113,8 @@ def _produce_loop(
     sending = [0, 0]  # first and last line of the batch being sent
     retries = [RetryGroup.parse(text) for text in args.retry or []]
     wanted = {n for group in retries for n in group.partitions}  # lines to resend
+    if retries and not args.producer_id:
+        raise_usage("--retry needs the --producer-id the failed run printed")
     if wanted and max(wanted) > args.skip:
         raise_usage("--retry names lines of the batch --skip skips: resume as the error said")
     kept: dict[int, Line] = {}
