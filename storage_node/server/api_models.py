@@ -218,6 +218,13 @@ class MessageIn(Request):
     timestamp: Int64 | None = Field(default=None, description="born time, ms since epoch")
     partition: Annotated[int, Field(ge=0)] | None = None
 
+    @field_validator("key", mode="before")
+    @classmethod
+    def _key(cls, key: object) -> object:
+        if key == "":
+            raise ValueError(EMPTY_KEY_RULE)  # formats/limits.py: the rule of every way in
+        return key
+
     @field_validator("value")
     @classmethod
     def _utf8(cls, value: str | None) -> str | None:
