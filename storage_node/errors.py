@@ -140,3 +140,12 @@ class NotEnoughReplicas(Unavailable):
     time: not acknowledged. A retry with the same producer id and sequence is safe."""
 
     code = "not_enough_replicas"
+
+
+class Incomplete(MsgStoreError):
+    """A cluster-wide lookup found nothing on the nodes that answered, but some nodes did
+    not answer (``unreachable_nodes``): the answer may be there. Not a 404, and not retried
+    by the clients (asking another node meets the same gap)."""
+
+    code = "incomplete"
+    status = 503

@@ -27,6 +27,7 @@ from msgstore_spark.options import WriteOptions
 from storage_node.client import Client
 from storage_node.client.common import is_retryable
 from storage_node.errors import InvalidBatch, MsgStoreError, NotOwner
+from storage_node.formats.limits import EMPTY_KEY_RULE
 from storage_node.formats.partitioning import partitions_for_keys
 from storage_node.wire.append_answer import decode_append_answer
 from storage_node.wire.batch_codec import CONTENT_TYPE
@@ -80,6 +81,17 @@ def _column(table: pa.Table, name: str) -> pa.Array | None:
     if name not in table.column_names:
         return None
     return table.column(name).combine_chunks()
+
+
+def _check_keys(table: pa.Table) -> None:
+    """The empty-key rule of every way in (storage_node/formats/limits.py), for a chunk."""
+    keys = _column(table, "key")
+    if keys is None:
+        return
+    lens, _blob = binary_column(keys, table.num_rows)
+    empty = np.flatnonzero(lens == 0)
+    if len(empty):
+        raise ColumnError("key", f"row {int(empty[0])} of a chunk holds '': {EMPTY_KEY_RULE}")
 
 
 def _timestamps_ms(col: pa.Array | None, count: int) -> np.ndarray:
@@ -176,6 +188,7 @@ class TaskWriter:
                     raise InvalidBatch(
                         "column 'value' is null in some rows; every message needs one"
                     )
+                _check_keys(table)
                 parts = self._partitions_of(table)
                 stamps = _timestamps_ms(_column(table, "timestamp"), table.num_rows)
                 rows = np.arange(table.num_rows)

@@ -5,9 +5,11 @@ order across partitions. The start is the beginning (default), ``--offset`` (a n
 one ``--partition``, ``beginning``, ``end``, or ``-N`` for the last N of each partition),
 ``--last N`` (the last N messages of the topic), ``--from TIME`` or, with ``--group``, the
 group's committed position. ``--follow`` keeps waiting for new messages (a long poll on the
-owning node). With ``--group`` the position after every printed message is committed: at
-the end, on Ctrl-C, on a closed output and every few seconds while following, so repeated
-``--max N`` runs read every message exactly once.
+owning node); with ``--until`` it ends once every partition is past that time. With
+``--group`` the position after every printed message is committed: at the end, on Ctrl-C,
+on a closed output and every few seconds while following, so repeated ``--max N`` runs read
+every message exactly once; into a pipe a message counts as printed once the reader took it
+(cli/consume_output.py). The output formats live in cli/consume_output.py.
 
 Over 400 lines on purpose: one command whose options, start positions, cross-partition
 order and group commits depend on each other; nothing here is used by another command.
@@ -16,11 +18,8 @@ order and group commits depend on each other; nothing here is used by another co
 from __future__ import annotations
 
 import argparse
-import base64
 import errno
 import heapq
-import json
-import os
 import queue
 import sys
 import threading
@@ -32,6 +31,7 @@ from datetime import datetime
 from typing import Any
 
 from storage_node.cli.common import silence_stdout, topic_command
+from storage_node.cli.consume_output import Output, compile_format, exact_output
 from storage_node.errors import InvalidArgument, MsgStoreError, Unavailable
 from storage_node.wire.batch_codec import ReadColumns
 from storage_node.wire.message_json import value_json
@@ -39,7 +39,6 @@ from storage_node.wire.message_json import value_json
 PAGE = 1000
 LONG_POLL_MS = 10_000
 COMMIT_EVERY_S = 5.0
-FLUSH_BYTES = 64 * 1024
 
 
 def parse_time(text: str, flag: str) -> int:
@@ -69,103 +68,6 @@ def parse_offset(text: str) -> int | str:
         ) from None
 
 
-# -- output ---------------------------------------------------------------------------------
-def _value_bytes(m: dict[str, Any]) -> bytes:
-    if m.get("value") is not None:
-        return str(m["value"]).encode("utf-8")
-    return base64.b64decode(m.get("value_base64") or "")
-
-
-TEMPLATE_FIELDS = {
-    "t": lambda m: m["topic"].encode(),
-    "p": lambda m: str(m["partition"]).encode(),
-    "o": lambda m: str(m["offset"]).encode(),
-    "k": lambda m: (m.get("key") or "").encode("utf-8"),
-    "v": _value_bytes,
-    "s": lambda m: str(len(_value_bytes(m))).encode(),
-    "g": lambda m: (m.get("tag") or "").encode("utf-8"),
-    "i": lambda m: m["msg_id"].encode(),
-    "T": lambda m: str(m["store_timestamp"]).encode(),
-    "B": lambda m: str(m["timestamp"]).encode(),
-}
-ESCAPES = {"n": b"\n", "t": b"\t", "r": b"\r", "0": b"\0", "\\": b"\\"}
-
-
-def compile_format(fmt: str) -> Any:
-    """A function message -> output bytes (with its line end)."""
-    if fmt == "json":
-        return lambda m: (json.dumps(m, sort_keys=True, ensure_ascii=False) + "\n").encode()
-    if fmt == "raw":
-        return lambda m: _value_bytes(m) + b"\n"
-    parts: list[Any] = []
-    i = 0
-    while i < len(fmt):
-        c = fmt[i]
-        if c in "%\\" and i + 1 < len(fmt):
-            d = fmt[i + 1]
-            if c == "%" and d == "%":
-                parts.append(b"%")
-            elif c == "%" and d in TEMPLATE_FIELDS:
-                parts.append(TEMPLATE_FIELDS[d])
-            elif c == "\\" and d in ESCAPES:
-                parts.append(ESCAPES[d])
-            else:
-                raise InvalidArgument(
-                    f"unknown format directive {c}{d}: use %t %p %o %k %v %s %g %i %T %B %% "
-                    "and \\n \\t \\r \\0 \\\\"
-                )
-            i += 2
-            continue
-        parts.append(c.encode("utf-8"))
-        i += 1
-    if not (parts and parts[-1] == b"\n"):
-        parts.append(b"\n")
-
-    def render(m: dict[str, Any]) -> bytes:
-        return b"".join(p if isinstance(p, bytes) else p(m) for p in parts)
-
-    return render
-
-
-class Output:
-    """Writes rendered messages to stdout and knows exactly which were written (even when
-    the reader goes away in the middle of a write)."""
-
-    def __init__(self, interactive: bool) -> None:
-        self.fd = sys.stdout.fileno()
-        self.interactive = interactive
-        self.chunks: list[bytes] = []
-        self.marks: list[tuple[int, int]] = []
-        self.size = 0
-        self.printed: dict[int, int] = {}  # partition -> offset after its last printed message
-        self.count = 0
-
-    def add(self, data: bytes, partition: int, offset: int) -> None:
-        self.chunks.append(data)
-        self.marks.append((partition, offset))
-        self.size += len(data)
-        if self.interactive or self.size >= FLUSH_BYTES:
-            self.flush()
-
-    def flush(self) -> None:
-        if not self.chunks:
-            return
-        data = b"".join(self.chunks)
-        done = 0
-        try:
-            while done < len(data):
-                done += os.write(self.fd, data[done:])
-        finally:
-            written = 0
-            for chunk, (p, o) in zip(self.chunks, self.marks, strict=True):
-                written += len(chunk)
-                if written > done:
-                    break
-                self.printed[p] = o + 1
-                self.count += 1
-            self.chunks, self.marks, self.size = [], [], 0
-
-
 # -- reading --------------------------------------------------------------------------------
 def json_rows(topic: str, cols: ReadColumns) -> list[dict[str, Any]]:
     """A binary page as messages in the JSON API's shape (``value`` when UTF-8, else
@@ -192,7 +94,7 @@ class Consumer:
         self.args = args
         self.client = client
         self.render = compile_format(args.format)
-        self.out = Output(interactive=sys.stdout.isatty())
+        self.out = Output(sys.stdout.isatty(), exact_output(args.group))
         self.until = parse_time(args.until, "--until") if args.until else None
         self.unreachable: dict[int, str] = {}
         self.committed: dict[int, int] = {}

@@ -263,6 +263,12 @@ def cmd_query(args: argparse.Namespace) -> int:
             print(json.dumps(message, sort_keys=True))
         if doc.get("limit_reached"):
             print(f"(more than {args.max} matches; raise --max)", file=sys.stderr)
+    if doc.get("unreachable_nodes"):  # a partial answer says so, as consume does
+        nodes = ", ".join(doc["unreachable_nodes"])
+        print(
+            f"error: incomplete: {nodes} did not answer: their matches are missing", file=sys.stderr
+        )
+        return 1
     return 0
 
 

@@ -6,303 +6,41 @@ message documents ``msgstore consume`` prints (value, key, tag, born time; a mes
 partition only when asked with ``--keep``). Lines are sent in batches of at most
 ``--batch-size`` messages and ``--batch-bytes`` bytes, and a batch waits at most
 ``--linger-ms`` for more lines (streams are stored as they come). A run that stops early
-says how many lines are stored and how to resume (``--skip N``).
-
-Over 400 lines on purpose: one command; its input formats, batching by count, bytes and
-time, and the resume report share one read loop and are used by nothing else.
+says how many lines are stored and how to resume (``--skip N``; after a batch that was only
+partly stored also ``--producer-id`` and ``--retry``, which resend its unconfirmed lines
+so that each is stored once: cli/produce_send.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
-import binascii
 import json
 import os
-import select
-import signal
 import sys
 import time
-from dataclasses import dataclass, field
-from types import FrameType
 from typing import Any
 
 from storage_node.cli.common import silence_stdout, topic_command
-from storage_node.client.common import OutMessage
+from storage_node.cli.produce_input import (
+    EOF,
+    INTERRUPTED,
+    TIMEOUT,
+    BadLine,
+    Interrupts,
+    Line,
+    LineParser,
+    LineReader,
+)
+from storage_node.cli.produce_send import (
+    Producer,
+    RetryGroup,
+    SendFailed,
+    failure_report,
+)
 from storage_node.errors import MsgStoreError
 
 INPUT_MODES = ("json", "raw", "envelope")
 KEEP_FIELDS = ("msg_id", "partition")
-# refusals that concern single messages: the rest of their batch can still be stored
-MESSAGE_ERRORS = {
-    "invalid_batch",
-    "invalid_argument",
-    "message_too_large",
-    "request_too_large",
-    "duplicate_msg_id",
-}
-READ_CHUNK = 1 << 20
-TIMEOUT = object()
-EOF = object()
-INTERRUPTED = object()
-
-
-class BadLine(Exception):
-    """An input line that cannot be sent; the reason names what is wrong with it."""
-
-
-@dataclass
-class Line:
-    number: int
-    raw: bytes
-    message: OutMessage
-    size: int
-
-
-class LineReader:
-    """Lines of a file descriptor as bytes, with a timeout, and woken by Ctrl-C."""
-
-    def __init__(self, fd: int, wake_fd: int | None) -> None:
-        self.fd = fd
-        self.wake_fd = wake_fd
-        self.buf = bytearray()
-        self.pos = 0
-        self.eof = False
-
-    def next(self, timeout: float | None) -> Any:
-        """The next line without its newline, TIMEOUT, EOF or INTERRUPTED."""
-        while True:
-            nl = self.buf.find(b"\n", self.pos)
-            if nl >= 0:
-                line = bytes(self.buf[self.pos : nl])
-                self.pos = nl + 1
-                if self.pos > READ_CHUNK:
-                    del self.buf[: self.pos]
-                    self.pos = 0
-                return line
-            if self.eof:
-                if self.pos < len(self.buf):
-                    line = bytes(self.buf[self.pos :])
-                    self.pos = len(self.buf)
-                    return line
-                return EOF
-            fds = [self.fd] + ([self.wake_fd] if self.wake_fd is not None else [])
-            ready, _, _ = select.select(fds, [], [], timeout)
-            if self.wake_fd is not None and self.wake_fd in ready:
-                try:
-                    os.read(self.wake_fd, 4096)
-                except BlockingIOError:
-                    pass
-                return INTERRUPTED
-            if not ready:
-                return TIMEOUT
-            chunk = os.read(self.fd, READ_CHUNK)
-            if not chunk:
-                self.eof = True
-            else:
-                self.buf += chunk
-
-
-def _key_text(value: Any, what: str) -> str:
-    """A key or tag from JSON: strings as they are, numbers and others as compact JSON."""
-    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise BadLine(f"the {what} is not valid Unicode (a lone surrogate?)") from None
-    return text
-
-
-@dataclass
-class LineParser:
-    mode: str
-    key_field: str | None = None
-    tag_field: str | None = None
-    time_field: str | None = None
-    key_delimiter: bytes | None = None
-    keep: set[str] = field(default_factory=set)
-
-    def parse(self, raw: bytes) -> OutMessage | None:
-        """The message of one line (None for a blank line); BadLine when it cannot be sent."""
-        if not raw.strip():
-            return None
-        if self.mode == "envelope":
-            return self._envelope(raw)
-        key: str | None = None
-        value = raw
-        if self.key_delimiter is not None:
-            head, sep, tail = raw.partition(self.key_delimiter)
-            if not sep:
-                raise BadLine(f"no key delimiter {self.key_delimiter.decode()!r} in the line")
-            try:
-                key = head.decode("utf-8")
-            except UnicodeDecodeError:
-                raise BadLine("the key before the delimiter is not UTF-8") from None
-            value = tail
-        message = OutMessage(value, key)
-        if self.mode == "raw":
-            return message
-        try:
-            doc = json.loads(value.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise BadLine(
-                f"not UTF-8 (byte {exc.start}); use --input raw for binary lines"
-            ) from None
-        except ValueError as exc:
-            raise BadLine(f"not JSON ({exc}); use --input raw for plain text lines") from None
-        if isinstance(doc, dict):
-            if self.key_field and doc.get(self.key_field) is not None:
-                message.key = _key_text(doc[self.key_field], "key")
-            if self.tag_field and doc.get(self.tag_field) is not None:
-                message.tag = _key_text(doc[self.tag_field], "tag")
-            if self.time_field and self.time_field in doc:
-                born = doc[self.time_field]
-                if isinstance(born, bool) or not isinstance(born, int) or born < 0:
-                    raise BadLine(f"field {self.time_field!r} must be ms since epoch (an integer)")
-                message.timestamp = born
-        return message
-
-    def _envelope(self, raw: bytes) -> OutMessage:
-        try:
-            doc = json.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise BadLine(f"not UTF-8 (byte {exc.start})") from None
-        except ValueError as exc:
-            raise BadLine(f"not JSON ({exc})") from None
-        if not isinstance(doc, dict):
-            raise BadLine("an envelope line must be a JSON object with 'value' or 'value_base64'")
-        if "value" in doc and doc["value"] is not None:
-            if not isinstance(doc["value"], str):
-                raise BadLine(
-                    f"'value' must be a string, not {type(doc['value']).__name__} "
-                    "(use --input json to store the whole line)"
-                )
-            try:
-                value = doc["value"].encode("utf-8")
-            except UnicodeEncodeError:
-                raise BadLine("'value' is not valid Unicode (a lone surrogate?)") from None
-        elif isinstance(doc.get("value_base64"), str):
-            try:
-                value = base64.b64decode(doc["value_base64"], validate=True)
-            except (binascii.Error, ValueError) as exc:
-                raise BadLine(f"'value_base64' is not base64: {exc}") from None
-        else:
-            raise BadLine("an envelope needs 'value' (a string) or 'value_base64'")
-        message = OutMessage(value)
-        for name in ("key", "tag"):
-            if doc.get(name) is not None:
-                if not isinstance(doc[name], str):
-                    raise BadLine(f"'{name}' must be a string")
-                setattr(message, name, _key_text(doc[name], name))
-        born = doc.get("timestamp")
-        if born is not None:
-            if isinstance(born, bool) or not isinstance(born, int) or born < 0:
-                raise BadLine("'timestamp' must be ms since epoch (an integer)")
-            message.timestamp = born
-        if "msg_id" in self.keep and doc.get("msg_id") is not None:
-            if not isinstance(doc["msg_id"], str):
-                raise BadLine("'msg_id' must be a string")
-            message.msg_id = doc["msg_id"]
-        if "partition" in self.keep and doc.get("partition") is not None:
-            p = doc["partition"]
-            if isinstance(p, bool) or not isinstance(p, int) or p < 0:
-                raise BadLine("'partition' must be a non-negative integer")
-            message.partition = p
-        return message
-
-
-class Interrupts:
-    """Ctrl-C while producing: the first one asks to stop after sending what is read (it
-    wakes the line reader), a second one stops at once."""
-
-    def __init__(self) -> None:
-        self.requested = False
-        self._r, self._w = os.pipe()
-        os.set_blocking(self._r, False)
-        os.set_blocking(self._w, False)
-        self._old_fd = signal.set_wakeup_fd(self._w)
-        self._old = signal.signal(signal.SIGINT, self._handle)
-
-    @property
-    def wake_fd(self) -> int:
-        return self._r
-
-    def _handle(self, _signum: int, _frame: FrameType | None) -> None:
-        if self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
-
-    def close(self) -> None:
-        signal.signal(signal.SIGINT, self._old)
-        signal.set_wakeup_fd(self._old_fd)
-        os.close(self._r)
-        os.close(self._w)
-
-
-class Producer:
-    """Sends lines in batches and keeps the account of what is stored."""
-
-    def __init__(self, args: argparse.Namespace, client: Any, bar: Any) -> None:
-        self.args = args
-        self.client = client
-        self.bar = bar
-        self.stored = 0
-        self.through = args.skip  # every line up to here is stored or was skipped
-        self.bad: list[tuple[int, str]] = []
-        self.reject = open(args.reject_file, "ab") if args.reject_file else None  # noqa: SIM115
-        self.skip_bad = args.skip_bad or args.reject_file is not None
-
-    def reject_line(self, line_no: int, raw: bytes, reason: str) -> None:
-        self.bad.append((line_no, reason))
-        print(f"line {line_no}: {reason}", file=sys.stderr)
-        if self.reject is not None:
-            self.reject.write(raw + b"\n")
-            self.reject.flush()
-
-    def send(self, lines: list[Line]) -> list[tuple[Line, dict[str, Any]]]:
-        """Store a batch; refused messages are found by halving the refused sub-batches
-        (an oversized request is split the same way) and set aside as bad lines."""
-        stored: list[tuple[Line, dict[str, Any]]] = []
-        todo = [lines]
-        while todo:
-            part = todo.pop()
-            results, failures = self.client.produce_partial(
-                self.args.topic, [line.message for line in part]
-            )
-            for line, result in zip(part, results, strict=True):
-                if result is not None:
-                    stored.append((line, result))
-            for indices, err in failures:
-                refused = [part[i] for i in indices]
-                if err.code not in MESSAGE_ERRORS:
-                    raise SendFailed(err, refused, stored)
-                if len(refused) == 1:
-                    self.reject_line(
-                        refused[0].number, refused[0].raw, f"{err.code}: {err.message}"
-                    )
-                else:
-                    half = len(refused) // 2
-                    todo.extend([refused[half:], refused[:half]])
-        stored.sort(key=lambda pair: pair[0].number)
-        self.stored += len(stored)
-        if self.bar is not None:
-            self.bar.update(len(stored))
-        return stored
-
-
-class SendFailed(Exception):
-    def __init__(self, error: MsgStoreError, refused: list[Line], stored: list[Any]) -> None:
-        super().__init__(error.message)
-        self.error = error
-        self.refused = refused
-        self.stored = stored
-
-
-def _resume_hint(first_unstored: int, stored_after: int) -> str:
-    text = f"resume with --skip {first_unstored - 1}"
-    if stored_after:
-        text += f" ({stored_after} later line(s) of that batch are stored and would be sent again)"
-    return text
 
 
 def cmd_produce(args: argparse.Namespace) -> int:
@@ -373,6 +111,29 @@ def _produce_loop(
     stop_reason: str | None = None  # why the run ends before the input does
     exit_code = 0
     sending = [0, 0]  # first and last line of the batch being sent
+    retries = [RetryGroup.parse(text) for text in args.retry or []]
+    wanted = {n for group in retries for n in group.partitions}  # lines to resend
+    if retries and not args.producer_id:
+        raise_usage("--retry needs the --producer-id the failed run printed")
+    if wanted and max(wanted) > args.skip:
+        raise_usage("--retry names lines of the batch --skip skips: resume as the error said")
+    kept: dict[int, Line] = {}
+
+    def emit(stored: list[tuple[Line, Any]]) -> None:
+        if stored and args.print_results:
+            text = "".join(
+                json.dumps({"line": line.number, **result}) + "\n" for line, result in stored
+            )
+            out.write(text.encode())
+            out.flush()
+
+    def send(batch: list[Line], group: RetryGroup | None = None) -> None:
+        """Send and print the results of what is stored, also of a batch that failed."""
+        try:
+            emit(producer.send(batch) if group is None else producer.resend(group, kept))
+        except SendFailed as failed:
+            emit(failed.stored)
+            raise
 
     def flush() -> None:
         nonlocal pending, pending_bytes
@@ -380,14 +141,15 @@ def _produce_loop(
         if not batch:
             return
         sending[:] = [batch[0].number, batch[-1].number]
-        stored = producer.send(batch)
-        if stored and args.print_results:
-            text = "".join(
-                json.dumps({"line": line.number, **result}) + "\n" for line, result in stored
-            )
-            out.write(text.encode())
-            out.flush()
+        send(batch)
         producer.through = batch[-1].number
+
+    def resend() -> None:
+        """The --retry groups, once every skipped line is read (their lines are among them)."""
+        sending[:] = [1, args.skip]
+        while retries:
+            send([], retries[0])
+            retries.pop(0)
 
     try:
         while True:
@@ -405,11 +167,19 @@ def _produce_loop(
                 exit_code = 130
                 break
             if item is EOF:
+                if retries:
+                    resend()
                 flush()
                 producer.through = number
                 break
             number += 1
             if number <= args.skip:
+                if number in wanted:
+                    message = parser.parse(item)
+                    if message is not None:
+                        kept[number] = Line(number, item, message, 0)
+                if number == args.skip and retries:
+                    resend()
                 continue
             try:
                 message = parser.parse(item)
@@ -447,15 +217,8 @@ def _produce_loop(
         )
         return 1
     except SendFailed as failed:
-        first = min(line.number for line in failed.refused)
-        after = sum(1 for line, _ in failed.stored if line.number > first)
         print(f"error: {failed.error.code}: {failed.error.message}", file=sys.stderr)
-        print(
-            f"stored {producer.stored + len(failed.stored)} message(s); line {first} and "
-            f"{len(failed.refused) - 1} other line(s) of its batch are not: "
-            + _resume_hint(first, after),
-            file=sys.stderr,
-        )
+        print(failure_report(failed, producer, sending[1]), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         first = producer.through + 1
@@ -547,6 +310,19 @@ def register_produce(sub: Any, parent: argparse.ArgumentParser) -> None:
         "--print-results",
         action="store_true",
         help="print line, partition, offset and msg_id of every stored message",
+    )
+    p.add_argument(
+        "--producer-id",
+        metavar="ID",
+        help="send under this idempotent producer id (default: a new one per run); a resume "
+        "after a partly stored batch names the one to use",
+    )
+    p.add_argument(
+        "--retry",
+        action="append",
+        metavar="SEQ:LINE@PARTITION,...",
+        help="resend these skipped lines as the sub-batch SEQ of --producer-id was (as a "
+        "failed run printed it): a node that stored it does not store it again",
     )
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_produce)

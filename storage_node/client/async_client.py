@@ -64,6 +64,10 @@ class AsyncClient(ClientBase[AsyncConsumer]):
                 return answer_of(call, resp.status, resp.headers.items(), content)
         except aiohttp.ClientSSLError as exc:
             raise TlsError(f"TLS with {call.address} failed: {exc}", address=call.address) from None
+        except aiohttp.ClientConnectorError as exc:  # no connection: nothing was sent
+            raise Unavailable(
+                f"cannot reach {call.address}: {exc}", address=call.address, sent=False
+            ) from None
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise Unavailable(f"cannot reach {call.address}: {exc}", address=call.address) from None
 

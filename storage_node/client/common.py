@@ -9,9 +9,11 @@ batch packing) is one object graph; splitting it would make each client import i
 from __future__ import annotations
 
 import base64
+import binascii
 import itertools
 import os
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -19,7 +21,8 @@ from typing import Any
 from urllib.parse import quote
 
 from storage_node import errors as errors_module
-from storage_node.errors import InvalidArgument, MsgStoreError, NotOwner, Unavailable
+from storage_node.errors import InvalidArgument, InvalidBatch, MsgStoreError, NotOwner, Unavailable
+from storage_node.formats.limits import check_key
 from storage_node.formats.partitioning import partition_for_key
 from storage_node.wire.batch_codec import CONTENT_TYPE as BATCH_CONTENT_TYPE
 from storage_node.wire.batch_codec import (
@@ -134,29 +137,84 @@ class OutMessage:
     partition: int | None = None
 
 
-def to_out_message(item: Any) -> OutMessage:
-    """Accept bytes, str, an OutMessage or a dict in the JSON API's message shape."""
+MESSAGE_FIELDS = ("value", "value_base64", "key", "tag", "msg_id", "timestamp", "partition")
+
+
+def _text_field(item: Mapping[str, Any], name: str, index: int) -> str | None:
+    value = item.get(name)
+    if value is not None and not isinstance(value, str):
+        raise InvalidBatch(
+            f"message {index}: {name!r} must be a string, not {type(value).__name__}",
+            index=index,
+            field=name,
+        )
+    return value
+
+
+def _int_field(item: Mapping[str, Any], name: str, index: int, what: str) -> int | None:
+    value = item.get(name)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise InvalidBatch(
+            f"message {index}: {name!r} must be {what}, not {value!r}", index=index, field=name
+        )
+    return value
+
+
+def _value_of(item: Mapping[str, Any], index: int) -> bytes:
+    text, encoded = item.get("value"), item.get("value_base64")
+    if (text is None) == (encoded is None):
+        raise InvalidBatch(
+            f"message {index}: needs exactly one of 'value' and 'value_base64'", index=index
+        )
+    if encoded is not None:
+        try:
+            return base64.b64decode(encoded, validate=True)
+        except (binascii.Error, ValueError, TypeError):
+            raise InvalidBatch(
+                f"message {index}: 'value_base64' is not valid base64",
+                index=index,
+                field="value_base64",
+            ) from None
+    if isinstance(text, str):
+        return text.encode("utf-8")
+    if isinstance(text, bytes | bytearray | memoryview):
+        return bytes(text)
+    raise InvalidBatch(
+        f"message {index}: 'value' must be text or bytes, not {type(text).__name__}",
+        index=index,
+        field="value",
+    )
+
+
+def to_out_message(item: Any, index: int = 0) -> OutMessage:
+    """Accept bytes, str, an OutMessage or a dict in the JSON API's message shape, checked
+    as the node checks a JSON message: an unknown field or a field of the wrong type is an
+    ``InvalidBatch`` naming message ``index`` and the field (nothing is dropped silently)."""
     if isinstance(item, OutMessage):
+        check_key(item.key, index)
         return item
     if isinstance(item, bytes | bytearray | memoryview):
         return OutMessage(bytes(item))
     if isinstance(item, str):
         return OutMessage(item.encode("utf-8"))
     if isinstance(item, Mapping):
-        if "value_base64" in item and item["value_base64"] is not None:
-            value = base64.b64decode(item["value_base64"])
-        else:
-            raw = item.get("value")
-            if raw is None:
-                raise InvalidArgument("every message needs a value")
-            value = raw.encode("utf-8") if isinstance(raw, str) else bytes(raw)
+        unknown = sorted(str(k) for k in item if k not in MESSAGE_FIELDS)
+        if unknown:
+            raise InvalidBatch(
+                f"message {index}: unknown field {unknown[0]!r} "
+                f"(a message has {', '.join(MESSAGE_FIELDS)})",
+                index=index,
+                field=unknown[0],
+            )
+        key = _text_field(item, "key", index)
+        check_key(key, index)
         return OutMessage(
-            value,
-            item.get("key"),
-            item.get("tag"),
-            item.get("msg_id"),
-            item.get("timestamp"),
-            item.get("partition"),
+            _value_of(item, index),
+            key,
+            _text_field(item, "tag", index),
+            _text_field(item, "msg_id", index),
+            _int_field(item, "timestamp", index, "ms since epoch (an integer)"),
+            _int_field(item, "partition", index, "a partition number (an integer >= 0)"),
         )
     raise InvalidArgument(f"cannot send a message of type {type(item).__name__}")
 
@@ -174,9 +232,12 @@ class SubBatch:
     content_type: str = BATCH_CONTENT_TYPE
     attempts: int = 0
     result: Any = field(default=None, repr=False)
+    movable: bool = False  # every message placed freely (no key, no partition asked for)
+    maybe_sent: bool = False  # an attempt failed after the body may have reached the node
 
 
 LISTENERS = ("auto", "internal", "external")
+DOWN_FOR_S = 30.0  # how long a node that refused a connection gets no freely placed message
 
 
 class RoutingCache:
@@ -195,6 +256,7 @@ class RoutingCache:
         self.table: RoutingTable | None = None
         self._rr = itertools.count()
         self._lock = threading.Lock()
+        self._down: dict[str, float] = {}  # address -> when a connection to it was refused
 
     def update(self, doc: Any) -> RoutingTable:
         table = parse_routing(doc)
@@ -248,13 +310,31 @@ class RoutingCache:
     def next_rr(self) -> int:
         return next(self._rr)
 
+    def mark_down(self, address: str) -> None:
+        """A node refused a connection: messages free to go anywhere (no key, no partition)
+        avoid its partitions for DOWN_FOR_S seconds (then it is tried again)."""
+        with self._lock:
+            self._down[address] = time.monotonic()
+
+    def live_partitions(self, topic: str) -> list[int]:
+        """The topic's partitions whose serving node is not marked down (every partition
+        when none is marked, or when all are)."""
+        count = self.partitions(topic) or 0
+        now = time.monotonic()
+        with self._lock:
+            down = {a for a, at in self._down.items() if now - at < DOWN_FOR_S}
+        if not down:
+            return list(range(count))
+        live = [p for p in range(count) if (self.owner(topic, p) or ("", ""))[1] not in down]
+        return live or list(range(count))
+
 
 class SequenceSource:
     """Producer id + increasing sequence numbers: one per sub-batch, reused on retry."""
 
-    def __init__(self, producer_id: str | None = None) -> None:
+    def __init__(self, producer_id: str | None = None, first: int = 0) -> None:
         self.producer_id = producer_id or f"client-{uuid.uuid4().hex}"
-        self._counter = itertools.count()
+        self._counter = itertools.count(first)
         self._lock = threading.Lock()
 
     def next(self) -> int:
@@ -270,34 +350,33 @@ def plan_sub_batches(
     indices: list[int],
     fallback_address: str,
 ) -> list[SubBatch]:
-    """Resolve partitions (as the node would) and group messages by owning node."""
+    """Resolve partitions (as the node would) and group messages by owning node. Messages
+    free to go anywhere (no key, no partition) take turns over the partitions of nodes not
+    marked down, in sub-batches of their own (``movable``: sent elsewhere if their node
+    turns out to be down)."""
     partitions = routing.partitions(topic)
-    groups: dict[tuple[str, str], list[int]] = {}
+    groups: dict[tuple[str, str, bool], list[int]] = {}
     if partitions is None:
         # unknown to our table (new topic or a standalone node): the node decides
-        groups[("?", fallback_address)] = list(range(len(messages)))
+        groups[("?", fallback_address, False)] = list(range(len(messages)))
     else:
         start = routing.next_rr()
+        live = routing.live_partitions(topic) or list(range(partitions))
         for i, m in enumerate(messages):
+            free = m.partition is None and m.key is None
             if m.partition is None:
                 if m.key is not None:
                     m.partition = partition_for_key(m.key, partitions)
                 else:
-                    m.partition = (start + i) % partitions
-            owner = routing.owner(topic, m.partition) or ("?", fallback_address)
-            groups.setdefault(owner, []).append(i)
+                    m.partition = live[(start + i) % len(live)]
+            node_id, address = routing.owner(topic, m.partition) or ("?", fallback_address)
+            groups.setdefault((node_id, address, free), []).append(i)
     batches = []
-    for (node_id, address), members in groups.items():
+    for (node_id, address, free), members in groups.items():
         sub = [messages[i] for i in members]
-        batches.append(
-            SubBatch(
-                node_id,
-                address,
-                [indices[i] for i in members],
-                sub,
-                sequences.next(),
-            )
-        )
+        batch = SubBatch(node_id, address, [indices[i] for i in members], sub, sequences.next())
+        batch.movable = free
+        batches.append(batch)
     return batches
 
 
@@ -344,6 +423,8 @@ def results_from_answer(batch: SubBatch, answer: dict[str, Any]) -> list[dict[st
 
 
 def is_retryable(err: BaseException) -> bool:
+    if isinstance(err, errors_module.Incomplete):
+        return False  # a lookup some nodes could not join: every node would answer the same
     if isinstance(err, Unavailable | errors_module.Fenced):  # Fenced: a replaced leader
         return True
     if isinstance(err, MsgStoreError):

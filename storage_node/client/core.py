@@ -331,21 +331,26 @@ class ClientCore:
 
     # -- produce ------------------------------------------------------------------------------
     def produce_partial(
-        self, topic: str, messages: Iterable[Any]
+        self, topic: str, messages: Iterable[Any], sequences: Any = None
     ) -> Op[tuple[list[dict[str, Any] | None], list[tuple[list[int], MsgStoreError]]]]:
         """Results of the stored messages (None for the others) and, per refused sub-batch,
-        the indices of its messages and the error (nothing of a refused sub-batch is stored)."""
-        out = [to_out_message(m) for m in messages]
+        the indices of its messages and the error (nothing of a refused sub-batch is stored,
+        unless its error says ``maybe_sent``). Messages free to go anywhere (no key, no
+        partition) whose node refuses connections go to the partitions of the other nodes.
+        ``sequences``: where the sub-batches' sequence numbers come from (default: this
+        client's)."""
+        out = [to_out_message(m, i) for i, m in enumerate(messages)]
         if not out:
             return [], []
         if self.routing.partitions(topic) is None:
             yield from self.refresh_routing()
+        sequences = sequences or self.sequences
         results: list[Any] = [None] * len(out)
         failures: list[tuple[list[int], MsgStoreError]] = []
         pending = plan_sub_batches(
-            self.routing, self.sequences, topic, out, list(range(len(out))), self.endpoints[0]
+            self.routing, sequences, topic, out, list(range(len(out))), self.endpoints[0]
         )
-        while pending:
+        for _round in range(self.retry.max_retries + 2):
             for batch in pending:
                 encode_sub_batch(batch, self.producer_id, self.binary)
             outcomes = yield from self._send_all(topic, pending)
@@ -353,23 +358,40 @@ class ClientCore:
             for batch, outcome in zip(pending, outcomes, strict=True):
                 if isinstance(outcome, NotOwner):
                     replan.extend(zip(batch.messages, batch.indices, strict=True))
+                elif self._moves_on(topic, batch, outcome):
+                    for m in batch.messages:
+                        m.partition = None  # free again: planned over the live nodes
+                    replan.extend(zip(batch.messages, batch.indices, strict=True))
                 elif isinstance(outcome, MsgStoreError):
+                    outcome.details.setdefault("sequence", batch.sequence)  # to resend it
+                    if batch.maybe_sent:
+                        outcome.details["maybe_sent"] = True
                     failures.append((list(batch.indices), outcome))
                 else:
                     for index, result in zip(batch.indices, outcome, strict=True):
                         results[index] = result
-            pending = []
-            if replan:
-                yield from self.refresh_routing()
-                pending = plan_sub_batches(
-                    self.routing,
-                    self.sequences,
-                    topic,
-                    [m for m, _ in replan],
-                    [i for _, i in replan],
-                    self.endpoints[0],
-                )
-        return results, failures
+            if not replan:
+                return results, failures
+            yield from self.refresh_routing()
+            pending = plan_sub_batches(
+                self.routing,
+                sequences,
+                topic,
+                [m for m, _ in replan],
+                [i for _, i in replan],
+                self.endpoints[0],
+            )
+        raise Unavailable(f"the nodes of topic {topic!r} kept failing while producing")
+
+    def _moves_on(self, topic: str, batch: SubBatch, outcome: Any) -> bool:
+        """A sub-batch of freely placed messages that surely reached no node (every attempt
+        found the connection refused) goes elsewhere, its node marked down for a while
+        (when another node serves a partition of the topic)."""
+        if not (batch.movable and isinstance(outcome, Unavailable) and not batch.maybe_sent):
+            return False
+        self.routing.mark_down(batch.address)
+        owners = (self.routing.owner(topic, p) for p in self.routing.live_partitions(topic))
+        return any(o is not None and o[1] != batch.address for o in owners)
 
     def _send_all(self, topic: str, pending: list[SubBatch]) -> Op[list[Any]]:
         if len(pending) == 1:
@@ -419,6 +441,12 @@ class ClientCore:
                     raise
                 return err
             except MsgStoreError as err:
+                if err.details.get("sent") is not False and (
+                    isinstance(err, Unavailable) or err.status >= 500
+                ):
+                    batch.maybe_sent = True  # the body may have reached the node
+                elif batch.movable and isinstance(err, Unavailable) and not batch.maybe_sent:
+                    raise  # refused, nothing sent: its messages go to another node instead
                 if not is_retryable(err) or batch.attempts > self.retry.max_retries:
                     raise
                 yield Sleep(self.retry.delay(batch.attempts - 1))

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from storage_node.client.common import RoutingCache, SequenceSource, SubBatch
 from storage_node.errors import InvalidArgument
+from storage_node.formats.limits import check_key
 from storage_node.formats.partitioning import partitions_for_keys
 from storage_node.wire.batch_codec import CONTENT_TYPE, HEADER, MAGIC
 
@@ -152,6 +153,10 @@ def columns_of(data: Any) -> Columns:
             raise InvalidArgument(f"column {name} has {len(column)} entries for {n} values")
     if cols.partitions is not None and (cols.partitions < -1).any():
         raise InvalidArgument("a partition is negative")
+    if cols.keys is not None:
+        empty = pc.fill_null(pc.equal(pc.binary_length(cols.keys), 0), False)
+        if pc.any(empty).as_py():
+            check_key("", int(np.flatnonzero(empty.to_numpy(zero_copy_only=False))[0]))
     return cols
 
 
@@ -245,9 +250,10 @@ def assign_partitions(routing: RoutingCache, topic: str, cols: Columns) -> np.nd
         keyed = (out < 0) & (by_key >= 0)
         out[keyed] = by_key[keyed]
     rest = np.flatnonzero(out < 0)
-    if len(rest):
+    if len(rest):  # over the partitions of nodes not marked down (client/common.py)
         start = routing.next_rr()
-        out[rest] = (start + np.arange(len(rest))) % partitions
+        live = np.asarray(routing.live_partitions(topic) or range(partitions), np.int64)
+        out[rest] = live[(start + np.arange(len(rest))) % len(live)]
     return out
 
 

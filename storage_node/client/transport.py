@@ -111,8 +111,9 @@ class HttpTransport:
                 ) from None
             except (OSError, http.client.HTTPException) as exc:
                 self._drop(call.address)
+                refused = {"sent": False} if isinstance(exc, ConnectionRefusedError) else {}
                 raise Unavailable(
-                    f"cannot reach {call.address}: {exc}", address=call.address
+                    f"cannot reach {call.address}: {exc}", address=call.address, **refused
                 ) from None
         raise AssertionError("unreachable")
 

@@ -3,5 +3,22 @@ parameters against them, and the client-side tools (Spark options) stay within t
 
 from __future__ import annotations
 
+from storage_node.errors import InvalidBatch
+
 MAX_READ_MESSAGES = 10_000  # messages in one read page
 MAX_LOOKUP = 10_000  # messages one key lookup answers
+
+# The empty-key rule, one for every way in (HTTP JSON and binary batches, the clients, the
+# CLI, the Spark writer and ingest job, the Kafka listener): a key is at least one byte. An
+# empty key would be stored under a key nobody can look up (``/keys/{key}`` has no empty
+# segment), so it is refused with a message saying how to send a message without a key.
+EMPTY_KEY_HINT = "leave the key out for a message without one"
+EMPTY_KEY_RULE = f"a key must not be empty: {EMPTY_KEY_HINT}"
+
+
+def check_key(key: object, index: int | None = None) -> None:
+    """Refuse an empty key (``InvalidBatch`` naming message ``index`` when given)."""
+    if key == "" or key == b"":
+        if index is None:
+            raise InvalidBatch(EMPTY_KEY_RULE, field="key")
+        raise InvalidBatch(f"message {index}: {EMPTY_KEY_RULE}", index=index, field="key")

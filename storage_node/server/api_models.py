@@ -28,7 +28,7 @@ from pydantic import (
 )
 
 from storage_node.errors import InvalidArgument, InvalidName
-from storage_node.formats.limits import MAX_READ_MESSAGES
+from storage_node.formats.limits import EMPTY_KEY_RULE, MAX_READ_MESSAGES
 from storage_node.formats.names import NAME_PATTERN
 from storage_node.formats.packed import PackedBatch
 from storage_node.wire.routing_table import check_topic_name
@@ -113,6 +113,10 @@ class ErrorDetail(BaseModel):
     message: str
     owner: str | None = None
     owner_id: str | None = None
+    unreachable_nodes: list[str] | None = Field(
+        default=None,
+        description="(code incomplete) the nodes a cluster-wide lookup could not ask",
+    )
 
 
 class Error(Answer):
@@ -208,11 +212,18 @@ class MessageIn(Request):
 
     value: str | None = None
     value_base64: Annotated[str, WithJsonSchema({"type": "string", "format": "byte"})] | None = None
-    key: str | None = None
+    key: str | None = Field(default=None, min_length=1, description=EMPTY_KEY_RULE)
     tag: str | None = None
     msg_id: str | None = Field(default=None, description="app-iphex-hour-seq; assigned when absent")
     timestamp: Int64 | None = Field(default=None, description="born time, ms since epoch")
     partition: Annotated[int, Field(ge=0)] | None = None
+
+    @field_validator("key", mode="before")
+    @classmethod
+    def _key(cls, key: object) -> object:
+        if key == "":
+            raise ValueError(EMPTY_KEY_RULE)  # formats/limits.py: the rule of every way in
+        return key
 
     @field_validator("value")
     @classmethod

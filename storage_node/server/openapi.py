@@ -42,7 +42,8 @@ ERRORS = {
     "413": "body or message larger than the limit",
     "415": "unsupported body content type",
     "421": "another node owns the partition; 'owner' holds its address",
-    "503": "the node is recovering, draining or a peer cannot answer",
+    "503": "the node is recovering, draining or a peer cannot answer; code incomplete: a "
+    "cluster-wide lookup found nothing on the nodes that answered, unreachable_nodes did not",
     "507": "the data disk is full",
 }
 AUTH = ("401",)
@@ -324,7 +325,8 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "get",
         "/v1/topics/{topic}/keys/{key}",
-        "messages with this key, newest first",
+        "messages with this key, newest first (store time, then log position); "
+        "unreachable_nodes names the nodes that did not answer",
         {"200": _columns("matches; limit_reached says more exist", m.LookupResult)},
         ("400", "404", "503", "401"),
         params=(
@@ -339,7 +341,8 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "get",
         "/v1/messages/{msg_id}",
-        "one message by its ID",
+        "one message by its ID (503 incomplete when it is on no node that answered while "
+        "others did not)",
         {"200": Reply("the message", m.Message)},
         ("400", "404", "503", "401"),
         params=(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import heapq
 import json
 import time
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
-from storage_node.errors import InvalidArgument, InvalidBatch, NotFound
+from storage_node.errors import Incomplete, InvalidArgument, InvalidBatch, NotFound
 from storage_node.formats.limits import MAX_LOOKUP, MAX_READ_MESSAGES
 from storage_node.replication.shipping import H_COPIES
 from storage_node.server.api_models import FetchRequest, parse
@@ -158,8 +159,20 @@ async def read_partition(request: web.Request) -> web.StreamResponse:
     wait_ms = query_int(request, "wait_ms", 0, 0, MAX_WAIT_MS)
     binary = accepts_read_columns(request.headers.get("Accept"))
     found = [0]
+    ended = [False]
+
+    def past_end_time(next_offset: int, fence: int | None, end: int) -> bool:
+        """(With end_time.) The read reached the partition's end and every message stored
+        up to end_time was there to read: none stored at or before it can still come."""
+        ended[0] = fence is not None and end_time is not None and end_time < fence
+        ended[0] = ended[0] and next_offset >= end
+        return ended[0]
 
     def work() -> dict[str, Any] | bytes:
+        fence, end = None, 0
+        if end_time is not None:  # taken before the read: see past_end_time
+            fence = store.store_time_fence()
+            end = store.queue(topic, partition).next_offset
         start = offset
         if start_time is not None:
             start = store.offset_for_timestamp(topic, partition, start_time)
@@ -169,20 +182,21 @@ async def read_partition(request: web.Request) -> web.StreamResponse:
             batch = store.read_columns(
                 topic, partition, start, max_messages=max_messages, max_bytes=max_bytes, tag=tag
             )
-            return b"".join(_binary_answer(batch, end_time, found))
+            past = past_end_time(batch.next_offset, fence, end)
+            return b"".join(_binary_answer(batch, end_time, found, past))
         result = store.read(
             topic, partition, start, max_messages=max_messages, max_bytes=max_bytes, tag=tag
         )
         messages = result.messages
         found[0] = len(messages)
         next_offset = result.next_offset
-        end_reached = False
+        end_reached = past_end_time(next_offset, fence, end)
         if end_time is not None:
             for i, m in enumerate(messages):
                 if m.store_timestamp > end_time:
                     messages = messages[:i]
                     next_offset = m.offset
-                    end_reached = True
+                    end_reached = ended[0] = True
                     break
         doc: dict[str, Any] = {
             "messages": [message_to_json(m) for m in messages],
@@ -194,10 +208,14 @@ async def read_partition(request: web.Request) -> web.StreamResponse:
 
     appended = rt.partitions.events.event(topic, partition)  # taken first: no append slips between
     answer = await rt.in_thread(work)
-    if not found[0] and wait_ms:
-        # a long poll: nothing yet, so wait for the next append (or the time) and read again
+    if not found[0] and wait_ms and not ended[0]:
+        # a long poll: nothing yet, so wait for the next append (or the time) and read again;
+        # with end_time no longer than until it has passed (the partition may then be done)
+        wait_s = wait_ms / 1000
+        if end_time is not None:
+            wait_s = min(wait_s, max(0.0, (end_time + 1) / 1000 - time.time()))
         try:
-            await asyncio.wait_for(appended.wait(), wait_ms / 1000)
+            await asyncio.wait_for(appended.wait(), wait_s)
         except TimeoutError:
             return await _answer(request, answer)
         answer = await rt.in_thread(work)
@@ -281,14 +299,13 @@ def _fetch_args(
 
 
 def _binary_answer(
-    batch: ReadBatch, end_time: int | None, found: list[int]
+    batch: ReadBatch, end_time: int | None, found: list[int], end_reached: bool = False
 ) -> list[bytes | bytearray | memoryview]:
     """The binary read framing of a columnar read as its pieces (joined by the caller), cut
     before the first message stored after ``end_time`` (when given): array operations
-    only."""
+    only. ``end_reached``: the partition is known to be past ``end_time`` already."""
     found[0] = len(batch)
     next_offset = batch.next_offset
-    end_reached = False
     if end_time is not None and len(batch):
         late = np.flatnonzero(batch.store_timestamps > end_time)
         if len(late):
@@ -347,8 +364,10 @@ async def _binary_response(
     return response
 
 
-def _newest_first(m: Message) -> tuple[int, int, str]:
-    return (m.store_timestamp, m.timestamp, m.msg_id)
+def newest_first(answers: list[list[Message]]) -> list[Message]:
+    """The answers of several logs (each newest first, in its log's order) merged by store
+    time: ties keep each log's own order (its log position), never a compare of IDs."""
+    return list(heapq.merge(*answers, key=lambda m: -m.store_timestamp))
 
 
 def _message_from_json(doc: dict[str, Any]) -> Message:
@@ -381,20 +400,20 @@ async def lookup_key(request: web.Request) -> web.StreamResponse:
         raise InvalidArgument(f"begin ({begin}) is after end ({end})")
     await get_topic_config(rt, topic)
     binary = accepts_read_columns(request.headers.get("Accept"))
-    messages = []
+    answers: list[list[Message]] = []
     limit_reached = False
     for store in rt.partitions.lookup_stores():  # every log this node leads
         result = await rt.in_thread(store.lookup_key, topic, key, begin, end, max_count)
-        messages.extend(result.messages)
+        answers.append(result.messages)
         limit_reached = limit_reached or bool(result.limit_reached)
     unreachable: list[str] = []
     if scope == "cluster":
         params = {"scope": "local", "begin": str(begin), "end": str(end), "max": str(max_count)}
-        answers, unreachable = await peer_documents(rt, request.rel_url.raw_path, params)
-        for answer in answers:
-            messages.extend(_message_from_json(m) for m in answer["messages"])
+        peer_answers, unreachable = await peer_documents(rt, request.rel_url.raw_path, params)
+        for answer in peer_answers:
+            answers.append([_message_from_json(m) for m in answer["messages"]])
             limit_reached = limit_reached or bool(answer.get("limit_reached"))
-    messages.sort(key=_newest_first, reverse=True)
+    messages = newest_first(answers)
     if len(messages) > max_count:
         messages = messages[:max_count]
         limit_reached = True
@@ -425,6 +444,13 @@ async def get_message(request: web.Request) -> web.Response:
     for answer in answers:
         if isinstance(answer, dict):
             return web.json_response(answer)
+    if unreachable:
+        raise Incomplete(
+            f"no message with ID {msg_id!r} on the nodes that answered; "
+            f"{', '.join(unreachable)} did not answer and may hold it",
+            msg_id=msg_id,
+            unreachable_nodes=unreachable,
+        )
     raise NotFound(f"no message with ID {msg_id!r}", unreachable_nodes=unreachable)
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from storage_node.errors import InvalidArgument, InvalidBatch, MessageTooLarge, NotOwner
+from storage_node.formats.limits import EMPTY_KEY_RULE
 from storage_node.formats.message_id import MessageId, parse_canonical_msg_id
 from storage_node.formats.packed import ListBatch, PackedBatch, PackedColumn, filled
 from storage_node.formats.record import MAX_KEY_BYTES, MAX_MSG_ID_BYTES, MAX_TAG_BYTES
@@ -155,6 +156,11 @@ def prepare(
         (batch.msg_ids, "message ID", MAX_MSG_ID_BYTES),
     ):
         check_text(column, n, what, most)
+    if not batch.keys.absent():
+        empty = np.flatnonzero(batch.keys.lens == 0)
+        if len(empty):
+            i = int(empty[0])
+            raise InvalidBatch(f"message {i}: {EMPTY_KEY_RULE}", index=i, field="key")
     nparts = cfg.partitions
     keyed = hashes = None
     if batch.keys.absent():

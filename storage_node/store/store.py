@@ -154,6 +154,14 @@ class Store(LogSurface):
         """The newest store time handed out (store times never go back)."""
         return self.appender.last_store_ms
 
+    def store_time_fence(self) -> int:
+        """A store time F such that every message stored before F can be read now and every
+        later append is stored at F or after (store times never go back): a reader that has
+        read a partition to its end knows no message stored before F is still to come.
+        Taken under the append lock, so no append is half done."""
+        with self._lock:
+            return max(time.time_ns() // 1_000_000, self.appender.last_store_ms)
+
     def resume_after_write_error(self) -> None:
         """After a failed flush (e.g. disk full): recover in place, as after a crash (see
         parts.py); if that fails too, the error is raised again and the next append retries."""

@@ -44,6 +44,8 @@ def packed_columns(messages: list) -> PackedBatch | None:
         if not set(map(type, column[name])) <= _STR_OR_NONE:
             return None
         packed[name] = PackedColumn.of_text(column[name], name)
+    if "" in column["key"]:
+        return None  # an empty key: the model refuses it by the empty-key rule
     numbers: dict[str, np.ndarray | None] = {}
     for name in ("timestamp", "partition"):
         items = column[name]

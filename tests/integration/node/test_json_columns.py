@@ -19,7 +19,7 @@ text = st.text(max_size=12)
 message = st.fixed_dictionaries(
     {"value": text},
     optional={
-        "key": st.one_of(st.none(), text),
+        "key": st.one_of(st.none(), st.text(min_size=1, max_size=12)),  # "" is refused
         "tag": st.one_of(st.none(), text),
         "timestamp": st.one_of(st.none(), st.integers(0, 2**40)),
         "partition": st.one_of(st.none(), st.integers(0, 5)),
@@ -61,6 +61,7 @@ def test_columns_match_the_per_message_parse(messages: list[dict]) -> None:
         [{"value": "a", "value_base64": "YQ=="}],
         [{"value": "a", "colour": "red"}],
         [{"value": "a", "key": 7}],
+        [{"value": "a", "key": "k"}, {"value": "b", "key": ""}],
         [{"value": "a", "timestamp": -1}],
         [{"value": "a", "timestamp": True}],
         [{"value": "a", "partition": "1"}],

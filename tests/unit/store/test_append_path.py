@@ -39,9 +39,9 @@ def test_length_range_is_remembered_and_joined() -> None:
     [
         ["t0-000000123"],
         [f"t0-{i:09d}" for i in range(300)],  # one length: a matrix product
-        [None, "a", "bcd", None, ""],
+        [None, "a", "bcd", None, "e"],
         [None, None],
-        ["", ""],
+        ["x", "y"],
         ["ключ", "日本語", "k"],
     ],
 )
@@ -77,6 +77,7 @@ def test_merged_batches_keep_given_ids_and_partitions() -> None:
         (column(b"ab", [1, 1]), column(b"k\xff", [1, 1]), "not valid UTF-8"),
         (column(b"ab", [1, 1]), column("é".encode(), [1, 1]), "message 1: key is not valid"),
         (column(b"ab", [1, 1]), column(b"k" * 70_000, [-1, 70_000]), "message 1: key longer"),
+        (column(b"ab", [1, 1]), column(b"k", [1, 0]), "message 1: a key must not be empty"),
     ],
 )
 def test_bad_packed_batches_are_refused_and_change_nothing(

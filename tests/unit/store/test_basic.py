@@ -31,10 +31,15 @@ def test_append_read_roundtrip(store):
     assert store.read("orders", res[0].partition, 2).messages == []
 
 
-def test_key_and_none_key_distinct(store):
-    store.append("orders", [MessageIn(b"x", key="", partition=0), MessageIn(b"y", partition=0)])
+def test_an_empty_key_is_refused_and_nothing_is_written(store):
+    """An empty key could never be looked up: refused (formats/limits.py), not stored."""
+    with pytest.raises(InvalidBatch, match="message 0: a key must not be empty") as refused:
+        store.append("orders", [MessageIn(b"x", key="", partition=0), MessageIn(b"y")])
+    assert refused.value.details["index"] == 0
+    assert store.read("orders", 0, 0).messages == []
+    store.append("orders", [MessageIn(b"x", key="k", partition=0), MessageIn(b"y", partition=0)])
     msgs = store.read("orders", 0, 0).messages
-    assert msgs[0].key == "" and msgs[1].key is None
+    assert msgs[0].key == "k" and msgs[1].key is None
 
 
 def test_lookup_key_newest_first_and_limit(store):

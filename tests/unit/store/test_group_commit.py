@@ -91,7 +91,7 @@ def test_list_batches_packed_together_keep_their_own_columns(store: Store) -> No
         {"topic": "orders", "values": [b"b0"], "tags": ["tb0"], "timestamps": [1234]},
         {"topic": "orders", "values": [b"c0", b"c1", b"c2"], "partitions": [2, None, 0],
          "msg_ids": [None, "shop.app-0a000001-400000-7", None]},
-        {"topic": "orders", "values": [b"d0"], "keys": [""], "tags": [""]},
+        {"topic": "orders", "values": [b"d0"], "keys": ["k"], "tags": [""]},
     ]  # fmt: skip
     results = grouped(store, calls)
     got = {}
@@ -105,7 +105,7 @@ def test_list_batches_packed_together_keep_their_own_columns(store: Store) -> No
     assert got[b"c0"][3] == 2 and got[b"c2"][3] == 0
     assert got[b"c1"][4] == "shop.app-0a000001-400000-7"
     assert got[b"c0"][:2] == (None, None)
-    assert got[b"d0"][:2] == ("", "")  # empty, and present
+    assert got[b"d0"][:2] == ("k", "")  # an empty tag: empty, and present
     assert store.lookup_key("orders", "ka0").messages[0].value == b"a0"
 
 
