@@ -42,6 +42,7 @@ MESSAGE_ERRORS = {
     "duplicate_msg_id",
 }
 READ_CHUNK = 1 << 20
+UTF8_BOM = b"\xef\xbb\xbf"
 TIMEOUT = object()
 EOF = object()
 INTERRUPTED = object()
@@ -171,6 +172,8 @@ class LineParser:
             raise BadLine(f"not JSON ({exc})") from None
         if not isinstance(doc, dict):
             raise BadLine("an envelope line must be a JSON object with 'value' or 'value_base64'")
+        if doc.get("value") is not None and doc.get("value_base64") is not None:
+            raise BadLine("an envelope has both 'value' and 'value_base64': give one of them")
         if "value" in doc and doc["value"] is not None:
             if not isinstance(doc["value"], str):
                 raise BadLine(
@@ -409,6 +412,8 @@ def _produce_loop(
                 producer.through = number
                 break
             number += 1
+            if number == 1 and item.startswith(UTF8_BOM):  # an editor's mark, not data
+                item = item[len(UTF8_BOM) :]
             if number <= args.skip:
                 continue
             try:

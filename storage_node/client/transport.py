@@ -14,7 +14,7 @@ import threading
 from urllib.parse import urlencode, urlsplit
 
 from storage_node.client.common import TlsError, auth_headers
-from storage_node.client.core import Call, answer_of
+from storage_node.client.steps import Call, answer_of
 from storage_node.errors import Unavailable
 from storage_node.tls import client_context
 

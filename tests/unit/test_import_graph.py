@@ -315,7 +315,7 @@ def test_the_client_and_the_operator_load_no_server_or_store_module(graph, packa
 
 def test_importing_the_client_loads_no_server_or_store_module():
     code = (
-        "import sys, storage_node.client\n"
+        "import sys\nfrom storage_node.client import AsyncClient, Client, Consumer\n"
         "mods = sorted(m for m in sys.modules if m.startswith('storage_node'))\n"
         "print(' '.join(mods))\n"
     )
