@@ -28,3 +28,14 @@ def endpoints_to_try(given: str) -> list[str]:
             if isinstance(address, str) and address.rstrip("/") not in {e.rstrip("/") for e in out}:
                 out.append(address)
     return out
+
+
+def with_local_paths(message: str) -> str:
+    """An error message whose generic ``DIR/tls/ca.crt`` names the local cluster's own CA
+    file when MSGSTORE_LOCAL_DIR has one (a hint the user can paste)."""
+    local_dir = os.environ.get(LOCAL_DIR_ENV)
+    if local_dir and "DIR/tls/ca.crt" in message:
+        ca = Path(local_dir).resolve() / "tls" / "ca.crt"
+        if ca.is_file():
+            return message.replace("DIR/tls/ca.crt", str(ca))
+    return message

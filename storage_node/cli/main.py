@@ -293,7 +293,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: usage: {err.message}", file=sys.stderr)
         return USAGE_EXIT
     except MsgStoreError as err:
-        print(f"error: {err.code}: {err.message}", file=sys.stderr)
+        from storage_node.cli.endpoints import with_local_paths
+
+        print(f"error: {err.code}: {with_local_paths(err.message)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

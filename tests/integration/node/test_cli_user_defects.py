@@ -321,3 +321,38 @@ def test_version_and_help_load_no_client_libraries():
         loaded = {line.split("|")[-1].strip() for line in proc.stderr.decode().splitlines()}
         heavy = {m for m in loaded if m.split(".")[0] in ("numpy", "aiohttp", "pyarrow")}
         assert heavy == set(), (args, sorted(heavy)[:5])
+
+
+# -- 11. TLS errors say what to do ------------------------------------------------------------
+def test_tls_errors_give_a_hint(tmp_path):
+    data_dir = tmp_path / "tls"
+    up = run("local", "up", "--nodes", "1", "--tls", "--data-dir", str(data_dir))
+    address = up.stdout.decode().split()[1]
+    ca = data_dir / "tls" / "ca.crt"
+    try:
+        assert address.startswith("https://")
+        assert run("topic", "list", "--endpoint", address, "--ca", str(ca)).returncode == 0
+
+        unverified = run("topic", "list", "--endpoint", address, check=False)
+        err = unverified.stderr.decode()
+        assert unverified.returncode == 1 and err.count("\n") == 1, err
+        assert "--ca FILE or MSGSTORE_CA" in err and "DIR/tls/ca.crt" in err, err
+        local = {"MSGSTORE_LOCAL_DIR": str(data_dir)}
+        named = run("topic", "list", "--endpoint", address, env=local, check=False)
+        assert (
+            f"--ca FILE or MSGSTORE_CA (a 'msgstore local up --tls' cluster's is {ca.resolve()})"
+            in named.stderr.decode()
+        )
+
+        not_a_cert = tmp_path / "ca.txt"
+        not_a_cert.write_text("this is not a certificate\n")
+        bad = run("topic", "list", "--endpoint", address, "--ca", str(not_a_cert), check=False)
+        err = bad.stderr.decode()
+        assert bad.returncode == 1 and f"CA file {not_a_cert} holds no PEM certificate" in err
+
+        plain = "http://" + address.removeprefix("https://")
+        cleartext = run("topic", "list", "--endpoint", plain, check=False)
+        err = cleartext.stderr.decode()
+        assert cleartext.returncode == 1 and "this node serves HTTPS" in err, err
+    finally:
+        run("local", "down", "--data-dir", str(data_dir))
