@@ -30,6 +30,7 @@ from typing import Any
 from storage_node.cli.common import silence_stdout, topic_command
 from storage_node.client.common import OutMessage
 from storage_node.errors import MsgStoreError
+from storage_node.formats.json_lines import UTF8_BOM, born_ms, line_content, load_json
 
 INPUT_MODES = ("json", "raw", "envelope")
 KEEP_FIELDS = ("msg_id", "partition")
@@ -42,7 +43,6 @@ MESSAGE_ERRORS = {
     "duplicate_msg_id",
 }
 READ_CHUNK = 1 << 20
-UTF8_BOM = b"\xef\xbb\xbf"
 TIMEOUT = object()
 EOF = object()
 INTERRUPTED = object()
@@ -129,6 +129,8 @@ class LineParser:
             return None
         if self.mode == "envelope":
             return self._envelope(raw)
+        if self.mode == "json":  # the rule shared with the Spark ingest job
+            raw = line_content(raw)
         key: str | None = None
         value = raw
         if self.key_delimiter is not None:
@@ -144,7 +146,7 @@ class LineParser:
         if self.mode == "raw":
             return message
         try:
-            doc = json.loads(value.decode("utf-8"))
+            doc = load_json(value.decode("utf-8"))
         except UnicodeDecodeError as exc:
             raise BadLine(
                 f"not UTF-8 (byte {exc.start}); use --input raw for binary lines"
@@ -157,10 +159,10 @@ class LineParser:
             if self.tag_field and doc.get(self.tag_field) is not None:
                 message.tag = _key_text(doc[self.tag_field], "tag")
             if self.time_field and self.time_field in doc:
-                born = doc[self.time_field]
-                if isinstance(born, bool) or not isinstance(born, int) or born < 0:
-                    raise BadLine(f"field {self.time_field!r} must be ms since epoch (an integer)")
-                message.timestamp = born
+                try:
+                    message.timestamp = born_ms(doc[self.time_field])
+                except ValueError as exc:
+                    raise BadLine(f"field {self.time_field!r} {exc}") from None
         return message
 
     def _envelope(self, raw: bytes) -> OutMessage:
