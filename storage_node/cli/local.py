@@ -3,6 +3,9 @@
 ``msgstore local up/down`` and ``make run`` use it, and so do tests. Layout of DIR:
 ``routing.json`` (docs/ROUTING.md), ``cluster.json`` (pids, ports: ``local_state``),
 ``node-<i>/`` (each node's data directory, with ``node.log``), ``tls/`` (``local_tls``).
+
+Over 400 lines on purpose: the life cycle of one local cluster (routing file, start,
+readiness, restart, stop, the failover controller's process) over the same state file.
 """
 
 from __future__ import annotations

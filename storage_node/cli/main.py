@@ -9,9 +9,6 @@ in full only when they are the command given; otherwise by name and summary, so
 Exit status: 0 done (also when the reader of the output went away, as ``consume | head``);
 1 an error (``error: CODE: message``); 2 a wrong command line (``error: usage: ...``); 130
 Ctrl-C. docs/CLI.md says the same and its examples are run by a test.
-
-Over 400 lines on purpose: the parser of every subcommand that has no module of its own;
-splitting it would scatter ``msgstore --help`` across files.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ into the generator as the server's typed error, so retry and redirect rules read
 ``try``/``except`` here and exist nowhere else.
 
 The steps and answers are ``steps``; a columns produce's answer is ``produced``.
+
+Over 400 lines on purpose: every client operation's logic lives here once (the point of
+the module); each is a short generator, and the retry/redirect rules are shared by all.
 """
 
 from __future__ import annotations

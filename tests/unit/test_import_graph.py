@@ -340,3 +340,16 @@ def test_a_product_module_over_400_lines_says_why_at_its_top(graph):
             if "Over 400 lines on purpose" not in head:
                 unexplained.append(f"{module} ({lines} lines)")
     assert unexplained == []
+
+
+def test_the_client_has_no_import_cycle_even_through_type_checking_imports(graph):
+    """The clients import their consumers; a consumer knows a client only as a protocol,
+    so not even a type-only import closes a loop inside ``storage_node.client``."""
+    _files, edges = graph
+    inside = [
+        Edge(e.source, e.target, e.line, False)
+        for e in edges
+        if _under(e.source, ["storage_node.client"]) and _under(e.target, ["storage_node.client"])
+    ]
+    assert inside, "the walker found no imports inside the client"
+    assert cycles(inside) == []
