@@ -343,8 +343,12 @@ class LocalCluster:
         """``running``, ``stopped`` (by ``local stop``/``down``, or it exited cleanly on its
         own: its log ends with the clean close) or ``crashed`` (killed or failed)."""
         found = process_state(node.pid, node.data_dir)
-        if found == "crashed" and "closed cleanly" in self._log_tail(node, 3):
-            return "stopped"
+        if found == "crashed":
+            lines = self._log_tail(node, 200).splitlines()
+            last_start = max((i for i, t in enumerate(lines) if "listening on" in t), default=-1)
+            last_clean = max((i for i, t in enumerate(lines) if "closed cleanly" in t), default=-1)
+            if last_clean > last_start:  # its last run ended with the clean close
+                return "stopped"
         return found
 
     def health(self, node: NodeProcess) -> str:
