@@ -356,3 +356,18 @@ def test_tls_errors_give_a_hint(tmp_path):
         assert cleartext.returncode == 1 and "this node serves HTTPS" in err, err
     finally:
         run("local", "down", "--data-dir", str(data_dir))
+
+
+def test_restart_after_the_node_directory_was_removed_starts_it_empty(tmp_path):
+    data_dir = str(tmp_path / "lost")
+    up = run("local", "up", "--nodes", "1", "--data-dir", data_dir)
+    address = up.stdout.decode().split()[1]
+    try:
+        run("local", "stop", "node-0", "--data-dir", data_dir)
+        shutil.rmtree(Path(data_dir) / "node-0")  # a lost volume
+        restarted = run("local", "restart", "node-0", "--data-dir", data_dir)
+        assert restarted.stdout.startswith(b"node-0 " + address.encode())
+        assert requests.get(address + "/readyz", timeout=5).status_code == 200
+        assert (Path(data_dir) / "node-0" / "node.log").exists()
+    finally:
+        run("local", "down", "--data-dir", data_dir)
