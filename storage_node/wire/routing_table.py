@@ -455,7 +455,10 @@ def new_local_table(
 def _conflict_message(name: str, have: dict[str, Any], wanted: dict[str, Any]) -> str:
     """What differs between an existing topic and a create of it, and what can be done."""
     differs = [f"{k} {have[k]!r} (asked {wanted[k]!r})" for k in wanted if have.get(k) != wanted[k]]
-    text = f"topic {name!r} exists with {', '.join(differs)}; nothing was changed"
+    text = (
+        f"topic {name!r} exists with another configuration: {', '.join(differs)}; "
+        "nothing was changed"
+    )
     if wanted["partitions"] > have["partitions"]:
         text += (
             f"; to add partitions: msgstore topic alter {name} --partitions {wanted['partitions']}"
