@@ -45,6 +45,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--compression", choices=("lz4", "none"), default="lz4")
     p.add_argument("--batch-size", type=int, default=10_000, help="messages per request")
     p.add_argument("--token", default=os.environ.get("MSGSTORE_TOKEN"))
+    p.add_argument(
+        "--ca",
+        default=os.environ.get("MSGSTORE_CA"),
+        help="CA certificate the nodes' TLS certificates verify against (env MSGSTORE_CA)",
+    )
     p.add_argument("--master", help="Spark master (default local[*] outside spark-submit)")
     return p.parse_args(argv)
 
@@ -68,8 +73,12 @@ def _as_ms(col: Column, data_type: object) -> Column:
 def messages_frame(spark: SparkSession, args: argparse.Namespace) -> DataFrame:
     """Source records as message columns: value, and key/tag/timestamp when asked for."""
     if args.format in ("json", "jsonl"):
-        # keep each record's bytes as they are; pull fields out without a schema pass
-        df = spark.read.text(args.input).where(F.length("value") > 0)
+        # keep each record's bytes as they are; pull fields out without a schema pass. The
+        # line rule is msgstore produce's (storage_node/formats/json_lines.py): lines end at
+        # \n, a CRLF's \r and a byte order mark are not data, blank lines are skipped
+        lines = spark.read.option("lineSep", "\n").text(args.input)
+        content = F.regexp_replace(F.regexp_replace("value", "^\ufeff", ""), "\r$", "")
+        df = lines.select(content.alias("value")).where(~F.col("value").rlike(r"^\s*$"))
         value = F.col("value")
         types: dict[str, object] = {}
 
@@ -117,6 +126,9 @@ def ingest(spark: SparkSession, args: argparse.Namespace) -> dict:
         )
         if args.token:
             writer = writer.option("token", args.token)
+        ca = getattr(args, "ca", None)  # a Namespace built by a caller may lack it
+        if ca:
+            writer = writer.option("ca", ca)
         writer.mode("append").save()
         seconds = time.perf_counter() - started
         with open(summary_path) as fh:

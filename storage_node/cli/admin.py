@@ -84,7 +84,7 @@ def cmd_group_describe(args: argparse.Namespace) -> int:
 
 
 def cmd_group_reset(args: argparse.Namespace) -> int:
-    from storage_node.cli.common import client_of
+    from storage_node.cli.common import UsageError, client_of
     from storage_node.cli.consume import parse_time
 
     targets = [
@@ -95,11 +95,11 @@ def cmd_group_reset(args: argparse.Namespace) -> int:
         args.to_offset is not None,
     ]
     if sum(targets) != 1:
-        raise InvalidArgument(
+        raise UsageError(
             "give exactly one of --to-earliest, --to-latest, --to-datetime, --shift-by, --to-offset"
         )
     if args.to_offset is not None and len(args.partition or []) != 1:
-        raise InvalidArgument("--to-offset needs exactly one --partition")
+        raise UsageError("--to-offset needs exactly one --partition")
     when = parse_time(args.to_datetime, "--to-datetime") if args.to_datetime else None
     with client_of(args) as client:
         spans = _spans(client, args.topic)

@@ -1,5 +1,6 @@
 """What every ``msgstore`` subcommand shares: the connection options, the client made from
-them, JSON output, and a quiet stdout once the reader of the output has gone away."""
+them, JSON output, usage errors, and a quiet stdout once the reader of the output has gone
+away."""
 
 from __future__ import annotations
 
@@ -7,9 +8,28 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import Any, NoReturn
+
+from storage_node.errors import InvalidArgument
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:7100"
+USAGE_EXIT = 2  # argparse's status for a wrong command line; the CLI's own checks use it too
+
+
+class UsageError(InvalidArgument):
+    """The command line itself is wrong (a flag, a combination of flags, a path given as an
+    option): nothing was asked of a cluster. Exit status 2, as argparse's errors."""
+
+    code = "usage"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with the CLI's one error format: ``error: usage: WHAT (see 'PROG --help')``
+    on one line, exit status 2 (argparse's own status for a wrong command line)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: usage: {message} (see '{self.prog} --help')", file=sys.stderr)
+        sys.exit(USAGE_EXIT)
 
 
 def print_json(doc: Any) -> None:
@@ -23,7 +43,8 @@ def connection_parent() -> argparse.ArgumentParser:
     parent.add_argument(
         "--endpoint",
         default=os.environ.get("MSGSTORE_ENDPOINT", DEFAULT_ENDPOINT),
-        help="any node of the cluster (env MSGSTORE_ENDPOINT; default %(default)s)",
+        help="nodes of the cluster, comma-separated; the next is tried when one is down "
+        "(env MSGSTORE_ENDPOINT; default %(default)s)",
     )
     parent.add_argument(
         "--token",
@@ -58,10 +79,12 @@ def topic_command(
 
 def client_of(args: argparse.Namespace) -> Any:
     """The blocking client for the connection options in ``args`` (imported on use: the
-    commands that need no cluster do not pay for it)."""
+    commands that need no cluster do not pay for it). Besides the given endpoints it knows
+    the nodes of the local cluster in MSGSTORE_LOCAL_DIR, tried when the given ones are down."""
+    from storage_node.cli.endpoints import endpoints_to_try
     from storage_node.client import Client
 
-    return Client(args.endpoint.split(","), token=args.token, ca=getattr(args, "ca", None))
+    return Client(endpoints_to_try(args.endpoint), token=args.token, ca=getattr(args, "ca", None))
 
 
 def silence_stdout() -> None:

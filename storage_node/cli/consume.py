@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from storage_node.cli.common import silence_stdout, topic_command
+from storage_node.cli.common import UsageError, silence_stdout, topic_command
 from storage_node.cli.consume_output import Output, compile_format, exact_output
 from storage_node.errors import InvalidArgument, MsgStoreError, Unavailable
 from storage_node.wire.batch_codec import ReadColumns
@@ -322,6 +322,13 @@ def check_flags(args: argparse.Namespace) -> None:
         )
     if args.partition and len(set(args.partition)) != len(args.partition):
         raise InvalidArgument("--partition lists a partition twice")
+    if args.from_time and args.until:
+        begin, end = parse_time(args.from_time, "--from"), parse_time(args.until, "--until")
+        if begin > end:
+            raise UsageError(
+                f"--from ({args.from_time}) is later than --until ({args.until}): "
+                "no message can be in that range"
+            )
 
 
 def cmd_consume(args: argparse.Namespace) -> int:

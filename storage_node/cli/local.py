@@ -1,8 +1,8 @@
 """A local cluster: N node processes on loopback sharing one routing file.
 
 ``msgstore local up/down`` and ``make run`` use it, and so do tests. Layout of DIR:
-``routing.json`` (docs/ROUTING.md), ``cluster.json`` (pids, ports), ``node-<i>/`` (each
-node's data directory, with ``node.log``).
+``routing.json`` (docs/ROUTING.md), ``cluster.json`` (pids, ports: ``local_state``),
+``node-<i>/`` (each node's data directory, with ``node.log``), ``tls/`` (``local_tls``).
 
 Over 400 lines on purpose: the life cycle of one local cluster (routing file, start,
 readiness, restart, stop, the failover controller's process) over the same state file.
@@ -10,20 +10,30 @@ readiness, restart, stop, the failover controller's process) over the same state
 
 from __future__ import annotations
 
-import json
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Collection
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import requests
 
+from storage_node.cli.local_state import (
+    ROUTING_FILE,
+    STATE_FILE,
+    TLS_DIR,
+    NodeProcess,
+    alive,
+    node_ip_for,
+    pid_running,
+    process_state,
+    read_state,
+    write_state,
+)
+from storage_node.cli.local_tls import ensure_local_tls
+from storage_node.cli.ports import free_port, port_free
 from storage_node.errors import InvalidArgument, Unavailable
 from storage_node.formats.filenames import NODE_LOG
 from storage_node.server.routing_state import read_routing_file, write_routing_file
@@ -33,128 +43,6 @@ from storage_node.wire.routing_table import (
     check_replication,
     new_local_table,
 )
-
-STATE_FILE = "cluster.json"
-ROUTING_FILE = "routing.json"
-
-
-@dataclass
-class NodeProcess:
-    id: str
-    address: str
-    port: int
-    pid: int
-    data_dir: str
-    log: str
-
-
-LOWEST_PORT = 10000
-
-
-def free_port(host: str = "127.0.0.1", taken: Collection[int] = ()) -> int:
-    """A port free on ``host`` now, for a server started a moment later (not in ``taken``).
-
-    It is chosen at random below the kernel's ephemeral range: a port from that range (the
-    one ``bind(0)`` picks from) can be taken by any outgoing connection between this check
-    and the server's own bind, as seen in a test run; one below it only by another
-    listener.
-    """
-    low = _ephemeral_low()
-    for _ in range(500 if low - LOWEST_PORT > 1000 else 0):
-        port = random.randrange(LOWEST_PORT, low)
-        if port in taken:
-            continue
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind((host, port))
-            except OSError:
-                continue
-            return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # no room below the range
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
-def _port_free(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-        return True
-
-
-def _ephemeral_low() -> int:
-    """First port of the kernel's ephemeral range (Linux; 32768 elsewhere)."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as fh:
-            return int(fh.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie child of ours counts as gone
-        waited, _ = os.waitpid(pid, os.WNOHANG)
-        return waited == 0
-    except ChildProcessError:
-        return True
-
-
-def _is_our_node(pid: int, data_dir: str) -> bool:
-    """Only signal a process whose command line is our node for that directory."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return _alive(pid)
-    return data_dir.encode() in cmdline and any(b"storage_node" in part for part in cmdline)
-
-
-def node_ip_for(node_id: str) -> str:
-    """A distinct loopback IP per local node: message IDs embed the node IP (app-iphex-hour-seq),
-    so nodes sharing one IP would hand out colliding IDs."""
-    index = int(node_id.rsplit("-", 1)[-1])
-    return f"127.{(index + 1) >> 16 & 255}.{(index + 1) >> 8 & 255}.{(index + 1) & 255}"
-
-
-TLS_DIR = "tls"
-
-
-def ensure_local_tls(directory: Path, node_ids: list[str], host: str) -> Path:
-    """A CA in ``directory`` (made once, kept across runs) and a certificate per node for
-    localhost and ``host``, reissued when missing, changed or due for renewal."""
-    from storage_node import tls
-
-    ca = tls.read_pair(directory, "ca")
-    if ca is None:
-        ca = tls.new_ca(f"msgstore local CA {directory.parent.name}")
-        tls.write_pair(directory, "ca", ca)
-    dns = ["localhost"]
-    ips = sorted({"127.0.0.1", host}) if _is_ip(host) else ["127.0.0.1"]
-    if not _is_ip(host):
-        dns.append(host)
-    for node_id in node_ids:
-        current = tls.read_pair(directory, node_id)
-        if tls.renewal_reason(current, ca.cert_pem, dns, ips) is not None:
-            tls.write_pair(directory, node_id, tls.issue_cert(ca, node_id, dns, ips))
-    return directory / "ca.crt"
-
-
-def _is_ip(host: str) -> bool:
-    import ipaddress
-
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
 
 
 def node_command(
@@ -208,9 +96,8 @@ class LocalCluster:
         self.min_in_sync: int | None = None
         self.controller_pid = 0  # the failover controller of replicated logs
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
-        state = self.dir / STATE_FILE
-        if state.exists():
-            doc = json.loads(state.read_text())
+        doc = read_state(self.dir)
+        if doc:
             self.nodes = [NodeProcess(**n) for n in doc.get("nodes", [])]
             self.env = doc.get("env", {})
             self.extra_args = doc.get("extra_args", [])
@@ -242,14 +129,10 @@ class LocalCluster:
             "tls": self.tls,
             "controller_pid": self.controller_pid,
         }
-        tmp = self.dir / (STATE_FILE + ".tmp")
-        tmp.write_text(json.dumps(doc, indent=2) + "\n")
-        os.replace(tmp, self.dir / STATE_FILE)
+        write_state(self.dir, doc)
 
     def running(self) -> list[NodeProcess]:
-        return [
-            n for n in self.nodes if n.pid and _alive(n.pid) and _is_our_node(n.pid, n.data_dir)
-        ]
+        return [n for n in self.nodes if pid_running(n.pid, n.data_dir)]
 
     def up(
         self,
@@ -294,7 +177,7 @@ class LocalCluster:
             port = base_port + i if base_port else previous.get(f"node-{i}")
             if port is None:
                 port = free_port(self.host, taken)
-            elif not _port_free(self.host, port):
+            elif not port_free(self.host, port):
                 raise InvalidArgument(
                     f"port {port} of node-{i} (kept from the last run in {self.dir / STATE_FILE})"
                     " is taken by another process; free it or start with --base-port"
@@ -363,15 +246,15 @@ class LocalCluster:
 
     def _stop_controller(self) -> None:
         pid = self.controller_pid
-        if pid and _alive(pid) and _is_our_node(pid, self.routing_file):
+        if pid_running(pid, self.routing_file):
             os.kill(pid, signal.SIGTERM)
             proc = self._procs.get("controller")
             deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and _alive(pid):
+            while time.monotonic() < deadline and alive(pid):
                 if proc is not None and proc.poll() is not None:
                     break
                 time.sleep(0.05)
-            if _alive(pid) and (proc is None or proc.poll() is None):
+            if alive(pid) and (proc is None or proc.poll() is None):
                 os.kill(pid, signal.SIGKILL)
         self.controller_pid = 0
 
@@ -406,6 +289,9 @@ class LocalCluster:
         write_routing_file(self.routing_file, table)
 
     def _spawn(self, node: NodeProcess) -> None:
+        # a lost or replaced volume: the node starts on an empty directory (a replicated
+        # node then copies its logs back from their leaders, docs/REPLICATION.md)
+        Path(node.data_dir).mkdir(parents=True, exist_ok=True)
         command = node_command(node, self.routing_file, self.host, self.extra_args, self.tls_dir)
         proc = self._start(command, Path(node.log))
         node.pid = proc.pid
@@ -415,7 +301,7 @@ class LocalCluster:
         deadline = time.monotonic() + timeout
         for node in nodes or self.nodes:
             while True:
-                if not _alive(node.pid):
+                if not alive(node.pid):
                     raise Unavailable(
                         f"node {node.id} exited during startup; log {node.log}:\n"
                         + self._log_tail(node)
@@ -447,19 +333,31 @@ class LocalCluster:
     def kill(self, node_id: str, sig: int = signal.SIGKILL) -> None:
         """Signal one node (SIGKILL by default: a crash) and wait until it is gone."""
         node = self.node(node_id)
-        if node.pid and _alive(node.pid) and _is_our_node(node.pid, node.data_dir):
+        if pid_running(node.pid, node.data_dir):
             os.kill(node.pid, sig)
             self._wait_exit(node, 30.0)
 
     def is_running(self, node: NodeProcess) -> bool:
-        return bool(node.pid) and _alive(node.pid) and _is_our_node(node.pid, node.data_dir)
+        return pid_running(node.pid, node.data_dir)
+
+    def state(self, node: NodeProcess) -> str:
+        """``running``, ``stopped`` (by ``local stop``/``down``, or it exited cleanly on its
+        own: its log ends with the clean close) or ``crashed`` (killed or failed)."""
+        found = process_state(node.pid, node.data_dir)
+        if found == "crashed":
+            lines = self._log_tail(node, 200).splitlines()
+            last_start = max((i for i, t in enumerate(lines) if "listening on" in t), default=-1)
+            last_clean = max((i for i, t in enumerate(lines) if "closed cleanly" in t), default=-1)
+            if last_clean > last_start:  # its last run ended with the clean close
+                return "stopped"
+        return found
 
     def health(self, node: NodeProcess) -> str:
-        """running+ready, running+not ready (with the reason), or stopped."""
+        """ready, not ready (with the reason), or the state of a node that does not run."""
         if not self.is_running(node):
-            return "stopped"
+            return self.state(node)
         try:
-            resp = requests.get(node.address + "/readyz", timeout=2)
+            resp = requests.get(node.address + "/readyz", timeout=2, verify=self.ca_file or True)
         except requests.RequestException as exc:
             return f"not answering ({type(exc).__name__})"
         if resp.status_code == 200:
@@ -489,7 +387,7 @@ class LocalCluster:
             if not stop_first:
                 raise InvalidArgument(f"node {node_id} is still running")
             self.stop(node_id)
-        if not _port_free(self.host, node.port):
+        if not port_free(self.host, node.port):
             raise InvalidArgument(
                 f"port {node.port} of {node_id} is taken by another process; free it first"
             )
@@ -505,7 +403,7 @@ class LocalCluster:
             if proc is not None:
                 if proc.poll() is not None:
                     return True
-            elif not _alive(node.pid):
+            elif not alive(node.pid):
                 return True
             time.sleep(0.05)
         return False
@@ -515,7 +413,7 @@ class LocalCluster:
         stopped = []
         self._stop_controller()
         for node in self.nodes:
-            if node.pid and _alive(node.pid) and _is_our_node(node.pid, node.data_dir):
+            if pid_running(node.pid, node.data_dir):
                 os.kill(node.pid, signal.SIGTERM)
                 stopped.append(node.id)
         for node in self.nodes:

@@ -1,21 +1,32 @@
 """The ``msgstore`` command line: run a node, a local cluster, and talk to a cluster.
 
 Subcommands register themselves through ``register_*(subparsers, parent)`` functions, each
-imported directly: a broken module fails loudly instead of hiding its commands.
+imported directly: a broken module fails loudly instead of hiding its commands. ``produce``,
+``consume`` and ``spark-job`` (whose modules load the client or the operator) are registered
+in full only when they are the command given; otherwise by name and summary, so
+``--version``, ``--help`` and the other commands start without those imports.
 
-Over 400 lines on purpose: the parser of every subcommand that has no module of its own;
-splitting it would scatter ``msgstore --help`` across files.
+Exit status: 0 done (also when the reader of the output went away, as ``consume | head``);
+1 an error (``error: CODE: message``); 2 a wrong command line (``error: usage: ...``); 130
+Ctrl-C. docs/CLI.md says the same and its examples are run by a test.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import Any
 
-from storage_node.cli.common import client_of, connection_parent, print_json, silence_stdout
+from storage_node.cli.common import (
+    USAGE_EXIT,
+    Parser,
+    UsageError,
+    client_of,
+    connection_parent,
+    print_json,
+    silence_stdout,
+)
 from storage_node.errors import MsgStoreError
 
 
@@ -57,131 +68,6 @@ def register_serve(sub: Any) -> None:
     p.add_argument("--tls-key", help="private key of --tls-cert (env MSGSTORE_TLS_KEY)")
     p.add_argument("--set", action="append", metavar="NAME=VALUE", help="any setting")
     p.set_defaults(func=cmd_serve)
-
-
-# -- local cluster --------------------------------------------------------------------------
-def cmd_local_up(args: argparse.Namespace) -> int:
-    from storage_node.cli.local import LocalCluster
-
-    env = {"MSGSTORE_TOKEN": args.token} if args.token else {}
-    cluster = LocalCluster(args.data_dir)
-    nodes = cluster.up(
-        nodes=args.nodes,
-        base_port=args.base_port,
-        env=env,
-        tls=args.tls,
-        replication_factor=args.replication_factor,
-        min_in_sync=args.min_in_sync,
-    )
-    for n in nodes:
-        print(f"{n.id} {n.address} pid={n.pid} log={n.log}")
-    print(f"routing table: {cluster.routing_file}")
-    if cluster.ca_file:
-        print(f"CA certificate: {cluster.ca_file} (use --ca or MSGSTORE_CA)")
-    return 0
-
-
-def cmd_local_down(args: argparse.Namespace) -> int:
-    from storage_node.cli.local import LocalCluster
-
-    stopped = LocalCluster(args.data_dir).down()
-    print(f"stopped {len(stopped)} node(s): {' '.join(stopped) or '-'}")
-    return 0
-
-
-def cmd_local_status(args: argparse.Namespace) -> int:
-    from storage_node.cli.local import LocalCluster
-
-    cluster = LocalCluster(args.data_dir)
-    if not cluster.nodes:
-        raise MsgStoreError(f"no local cluster in {args.data_dir} (start one with 'local up')")
-    print(f"{'NODE':<8} {'PID':>7}  {'ADDRESS':<26} HEALTH")
-    for n in cluster.nodes:
-        running = cluster.is_running(n)
-        pid = str(n.pid) if running else "-"
-        print(f"{n.id:<8} {pid:>7}  {n.address:<26} {cluster.health(n)}")
-    return 0
-
-
-def cmd_local_stop(args: argparse.Namespace) -> int:
-    from storage_node.cli.local import LocalCluster
-
-    cluster = LocalCluster(args.data_dir)
-    was_running = cluster.stop(args.node)
-    print(f"{args.node} {'stopped' if was_running else 'was not running'}")
-    return 0
-
-
-def cmd_local_restart(args: argparse.Namespace) -> int:
-    from storage_node.cli.local import LocalCluster
-
-    cluster = LocalCluster(args.data_dir)
-    n = cluster.restart(args.node, stop_first=True)
-    print(f"{n.id} {n.address} pid={n.pid} log={n.log}")
-    return 0
-
-
-def register_local(sub: Any) -> None:
-    p = sub.add_parser(
-        "local",
-        help="a local multi-node cluster on 127.0.0.1",
-        description="Node processes on loopback sharing one routing table, kept in a data "
-        "directory (ports, too: addresses stay the same across down/up).",
-    )
-    lsub = p.add_subparsers(dest="local_command", required=True)
-    data_dir = argparse.ArgumentParser(add_help=False)
-    data_dir.add_argument(
-        "--data-dir",
-        default=os.environ.get("MSGSTORE_LOCAL_DIR"),
-        required=not os.environ.get("MSGSTORE_LOCAL_DIR"),
-        help="the cluster's directory (env MSGSTORE_LOCAL_DIR)",
-    )
-    up = lsub.add_parser(
-        "up", parents=[data_dir], help="start N nodes in the background; returns once ready"
-    )
-    up.add_argument("--nodes", type=int, default=3, help="how many nodes (default 3)")
-    up.add_argument(
-        "--base-port",
-        type=int,
-        default=None,
-        help="ports P, P+1, ... (default: the last run's ports, else free ones)",
-    )
-    up.add_argument(
-        "--token", default=os.environ.get("MSGSTORE_TOKEN"), help="require this bearer token"
-    )
-    up.add_argument(
-        "--tls",
-        action="store_true",
-        help="serve HTTPS with certificates of a CA generated in DATA_DIR/tls (kept across runs)",
-    )
-    up.add_argument(
-        "--replication-factor",
-        type=int,
-        default=1,
-        help="copies of every node's log, 1-3 (default 1); above 1 a controller fails "
-        "lost leaders over (docs/REPLICATION.md)",
-    )
-    up.add_argument(
-        "--min-in-sync",
-        type=int,
-        default=None,
-        help="copies a sync append waits for (default 2 with factor 3, else the factor)",
-    )
-    up.set_defaults(func=cmd_local_up)
-    down = lsub.add_parser("down", parents=[data_dir], help="stop every node cleanly")
-    down.set_defaults(func=cmd_local_down)
-    status = lsub.add_parser(
-        "status", parents=[data_dir], help="each node's PID, address and health"
-    )
-    status.set_defaults(func=cmd_local_status)
-    stop = lsub.add_parser("stop", parents=[data_dir], help="stop one node cleanly")
-    stop.add_argument("node", help="node id, e.g. node-1")
-    stop.set_defaults(func=cmd_local_stop)
-    restart = lsub.add_parser(
-        "restart", parents=[data_dir], help="(re)start one node on its port and data"
-    )
-    restart.add_argument("node", help="node id, e.g. node-1")
-    restart.set_defaults(func=cmd_local_restart)
 
 
 # -- topics and data ------------------------------------------------------------------------
@@ -257,10 +143,15 @@ def cmd_get(args: argparse.Namespace) -> int:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
+    from storage_node.cli.consume import compile_format
+
+    render = compile_format(args.format)
     with client_of(args) as client:
         doc = client.lookup_key(args.topic, args.key, args.begin, args.end, args.max)
+        out = sys.stdout.buffer
         for message in doc["messages"]:
-            print(json.dumps(message, sort_keys=True))
+            out.write(render({"topic": args.topic, **message}))
+        out.flush()
         if doc.get("limit_reached"):
             print(f"(more than {args.max} matches; raise --max)", file=sys.stderr)
     if doc.get("unreachable_nodes"):  # a partial answer says so, as consume does
@@ -290,12 +181,44 @@ def cmd_compact(args: argparse.Namespace) -> int:
     return 0
 
 
-def register_data(sub: Any, parent: argparse.ArgumentParser) -> None:
-    from storage_node.cli.consume import register_consume
-    from storage_node.cli.produce import register_produce
+# commands whose modules load much (the client: numpy, pyarrow; spark-job: the operator's
+# Kubernetes builders): (module, register function, summary)
+LAZY_COMMANDS = {
+    "produce": (
+        "storage_node.cli.produce",
+        "register_produce",
+        "send lines from stdin or a file, one message per line",
+    ),
+    "consume": (
+        "storage_node.cli.consume",
+        "register_consume",
+        "print messages (JSON lines, raw values or a template)",
+    ),
+    "spark-job": (
+        "storage_node.cli.spark_job",
+        "register_spark_job",
+        "render Kubernetes Jobs that run msgstore's Spark jobs on a cluster",
+    ),
+}
 
-    register_produce(sub, parent)
-    register_consume(sub, parent)
+
+def register_lazy(
+    sub: Any, parent: argparse.ArgumentParser, command: str | None, full: bool = False
+) -> None:
+    """The ``LAZY_COMMANDS``: in full when ``command`` is one of them (or ``full``), else
+    by name and summary only, which is all ``msgstore --help`` shows of them."""
+    import importlib
+
+    for name, (module, register, summary) in LAZY_COMMANDS.items():
+        if full or name == command:
+            getattr(importlib.import_module(module), register)(sub, parent)
+        else:
+            sub.add_parser(name, help=summary, add_help=False)
+
+
+def register_data(sub: Any, parent: argparse.ArgumentParser) -> None:
+    """``get``, ``query``, ``cluster``, ``files``, ``compact`` (``produce`` and ``consume``
+    are in ``LAZY_COMMANDS``)."""
 
     g = sub.add_parser("get", parents=[parent], help="a message by its ID")
     g.add_argument("msg_id", help="app-iphex-hour-seq, as produce printed it")
@@ -307,6 +230,12 @@ def register_data(sub: Any, parent: argparse.ArgumentParser) -> None:
     q.add_argument("--begin", type=int, default=0, help="store time from (ms)")
     q.add_argument("--end", type=int, default=None, help="store time to (ms)")
     q.add_argument("--max", type=int, default=32, help="at most this many (default 32)")
+    q.add_argument(
+        "--format",
+        default="json",
+        metavar="FMT",
+        help="json (default), raw (the value) or a template, as 'msgstore consume --format'",
+    )
     q.set_defaults(func=cmd_query)
 
     for name, func, text in (
@@ -318,57 +247,31 @@ def register_data(sub: Any, parent: argparse.ArgumentParser) -> None:
         s.set_defaults(func=func)
 
 
-CORE_COMMANDS = frozenset(
-    {
-        "serve",
-        "local",
-        "topic",
-        "group",
-        "produce",
-        "consume",
-        "get",
-        "query",
-        "cluster",
-        "files",
-        "compact",
-    }
-)
+def build_parser(command: str | None = None, full: bool = False) -> argparse.ArgumentParser:
+    """The parser for a command line whose command is ``command``: the commands of
+    ``LAZY_COMMANDS`` are registered in full only when given (or with ``full``)."""
+    from storage_node import __version__
 
-
-def build_parser(with_providers: bool = True) -> argparse.ArgumentParser:
-    """The full parser; ``with_providers=False`` skips the commands outside the core ones
-    (``spark-job`` renders Kubernetes objects, which a node process or a core command need
-    not import)."""
-    parser = argparse.ArgumentParser(prog="msgstore", description="msgstore message store")
+    parser = Parser(prog="msgstore", description="msgstore message store")
     parser.add_argument(
         "--version",
         action="version",
-        version=f"msgstore {_version()}",
+        version=f"msgstore {__version__}",
         help="print the version and exit",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     parent = connection_parent()
     register_serve(sub)
+    from storage_node.cli.local_commands import register_local
+
     register_local(sub)
     register_topic(sub, parent)
     register_data(sub, parent)
     from storage_node.cli.admin import register_group
 
     register_group(sub, parent)
-    if with_providers:
-        from storage_node.cli.spark_job import register_spark_job
-
-        register_spark_job(sub, parent)
+    register_lazy(sub, parent, command, full)
     return parser
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("msgstore")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def _stdio_utf8() -> None:
@@ -383,20 +286,27 @@ def main(argv: list[str] | None = None) -> int:
     _stdio_utf8()
     argv = sys.argv[1:] if argv is None else argv
     first = next((a for a in argv if not a.startswith("-")), None)
-    parser = build_parser(with_providers=first not in CORE_COMMANDS)
+    parser = build_parser(first)
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed output shows here, not at the interpreter's exit
+        return code
+    except UsageError as err:
+        print(f"error: usage: {err.message}", file=sys.stderr)
+        return USAGE_EXIT
     except MsgStoreError as err:
-        print(f"error: {err.code}: {err.message}", file=sys.stderr)
+        from storage_node.cli.endpoints import with_local_paths
+
+        print(f"error: {err.code}: {with_local_paths(err.message)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
+        # the reader went away (``| head``): what it read is all it wanted, as for consume
         silence_stdout()
-        print("error: output closed before everything was written", file=sys.stderr)
-        return 1
+        return 0
     except OSError as exc:  # a busy port, an unreadable file, a full disk...
         print(
             f"error: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""),

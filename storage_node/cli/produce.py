@@ -38,6 +38,7 @@ from storage_node.cli.produce_send import (
     failure_report,
 )
 from storage_node.errors import MsgStoreError
+from storage_node.formats.json_lines import UTF8_BOM
 
 INPUT_MODES = ("json", "raw", "envelope")
 KEEP_FIELDS = ("msg_id", "partition")
@@ -173,6 +174,8 @@ def _produce_loop(
                 producer.through = number
                 break
             number += 1
+            if number == 1 and item.startswith(UTF8_BOM):  # an editor's mark, not data
+                item = item[len(UTF8_BOM) :]
             if number <= args.skip:
                 if number in wanted:
                     message = parser.parse(item)

@@ -14,6 +14,7 @@ from types import FrameType
 from typing import Any
 
 from storage_node.client.common import OutMessage
+from storage_node.formats.json_lines import born_ms, line_content, load_json
 from storage_node.formats.limits import EMPTY_KEY_HINT as RULE
 
 READ_CHUNK = 1 << 20
@@ -105,6 +106,8 @@ class LineParser:
             return None
         if self.mode == "envelope":
             return self._envelope(raw)
+        if self.mode == "json":  # the rule shared with the Spark ingest job
+            raw = line_content(raw)
         key: str | None = None
         value = raw
         if self.key_delimiter is not None:
@@ -122,7 +125,7 @@ class LineParser:
         if self.mode == "raw":
             return message
         try:
-            doc = json.loads(value.decode("utf-8"))
+            doc = load_json(value.decode("utf-8"))
         except UnicodeDecodeError as exc:
             raise BadLine(
                 f"not UTF-8 (byte {exc.start}); use --input raw for binary lines"
@@ -135,10 +138,10 @@ class LineParser:
             if self.tag_field and doc.get(self.tag_field) is not None:
                 message.tag = _key_text(doc[self.tag_field], "tag")
             if self.time_field and self.time_field in doc:
-                born = doc[self.time_field]
-                if isinstance(born, bool) or not isinstance(born, int) or born < 0:
-                    raise BadLine(f"field {self.time_field!r} must be ms since epoch (an integer)")
-                message.timestamp = born
+                try:
+                    message.timestamp = born_ms(doc[self.time_field])
+                except ValueError as exc:
+                    raise BadLine(f"field {self.time_field!r} {exc}") from None
         return message
 
     def _envelope(self, raw: bytes) -> OutMessage:
@@ -150,6 +153,8 @@ class LineParser:
             raise BadLine(f"not JSON ({exc})") from None
         if not isinstance(doc, dict):
             raise BadLine("an envelope line must be a JSON object with 'value' or 'value_base64'")
+        if doc.get("value") is not None and doc.get("value_base64") is not None:
+            raise BadLine("an envelope has both 'value' and 'value_base64': give one of them")
         if "value" in doc and doc["value"] is not None:
             if not isinstance(doc["value"], str):
                 raise BadLine(

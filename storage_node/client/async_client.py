@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from typing import Any, cast
 
 import aiohttp
@@ -12,9 +12,10 @@ from storage_node.client.client_base import ClientBase
 from storage_node.client.common import TlsError, auth_headers, check_scheme, read_params
 from storage_node.client.consumer import AsyncConsumer
 from storage_node.client.consumer_state import ConsumerState
-from storage_node.client.core import Call, Gather, Op, Produced, Sleep, T, answer_of
 from storage_node.client.fetch import FetchAnswer
 from storage_node.client.packing import columns_of
+from storage_node.client.produced import Produced
+from storage_node.client.steps import Call, Gather, Op, Sleep, T, answer_of
 from storage_node.errors import MsgStoreError, Unavailable
 from storage_node.tls import client_context
 from storage_node.wire.batch_codec import ReadColumns
@@ -161,6 +162,13 @@ class AsyncClient(ClientBase[AsyncConsumer]):
             self.core.produce_columns(topic, columns_of(columns), frame_messages)
         )
 
+    async def produce_partial(
+        self, topic: str, messages: Iterable[Any]
+    ) -> tuple[list[dict[str, Any] | None], list[tuple[list[int], MsgStoreError]]]:
+        """As ``Client.produce_partial``: the results of the stored messages (None for the
+        others) and, per refused sub-batch, its message indices and the error."""
+        return await self._run(self.core.produce_partial(topic, messages))
+
     async def read(
         self,
         topic: str,
@@ -236,3 +244,49 @@ class AsyncClient(ClientBase[AsyncConsumer]):
         self, group: str, topic: str | None = None
     ) -> dict[str, dict[int, int]]:
         return await self._run(self.core.committed_offsets(group, topic))
+
+    async def list_groups(self) -> list[str]:
+        """Every consumer group with a committed offset somewhere in the cluster."""
+        return await self._run(self.core.list_groups())
+
+    async def read_all(
+        self, topic: str, partition: int, offset: int | None = None, page: int = 1000
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Every message of a partition from ``offset`` to its current end."""
+        while True:
+            doc = await self.read(topic, partition, offset, max_messages=page)
+            for message in doc["messages"]:
+                yield message
+            if not doc["messages"]:
+                return
+            offset = doc["next_offset"]
+
+    async def consume(
+        self, topic: str, group: str | None = None, page: int = 1000, from_start: bool = True
+    ) -> AsyncIterator[dict[str, Any]]:
+        """As ``Client.consume``: every partition to its current end; with a group, resume
+        and commit."""
+        info = await self.describe_topic(topic)
+        committed = (await self.committed_offsets(group, topic)).get(topic, {}) if group else {}
+        for part in info["partition_offsets"]:
+            p = part["partition"]
+            offset = committed.get(p, part["first_offset"] if from_start else part["next_offset"])
+            while True:
+                doc = await self.read(topic, p, offset, max_messages=page)
+                for message in doc["messages"]:
+                    yield message
+                if doc["next_offset"] != offset and group:
+                    await self.commit_offset(group, topic, p, doc["next_offset"])
+                if not doc["messages"]:
+                    break
+                offset = doc["next_offset"]
+
+    async def each_node(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        """Call every node of the cluster; returns {node_id: answer}."""
+        return await self._run(self.core.each_node(method, path, **kw))
+
+    async def files(self) -> dict[str, Any]:
+        return await self.each_node("GET", "/v1/admin/files")
+
+    async def compact(self) -> dict[str, Any]:
+        return await self.each_node("POST", "/v1/admin/compact")

@@ -54,6 +54,22 @@ class ClientBase(Generic[C], ABC):
     def producer_id(self) -> str:
         return self.core.producer_id
 
+    @property
+    def sequences(self) -> Any:
+        return self.core.sequences
+
+    @property
+    def max_retries(self) -> int:
+        return self.core.retry.max_retries
+
+    @max_retries.setter
+    def max_retries(self, value: int) -> None:
+        self.core.retry.max_retries = value
+
+    @property
+    def binary(self) -> bool:
+        return self.core.binary
+
     def consumer(
         self,
         topic: str,

@@ -93,6 +93,17 @@ def resolve_ca(ca: str | None) -> str | None:
     value = ca if ca is not None else os.environ.get(CA_ENV) or None
     if value and not os.path.isfile(value):
         raise InvalidArgument(f"CA file {value} does not exist (option ca / {CA_ENV})")
+    if value:
+        import ssl
+
+        try:
+            ssl.create_default_context(cafile=value)
+        except (ssl.SSLError, ValueError) as exc:
+            reason = getattr(exc, "reason", None) or str(exc)
+            raise InvalidArgument(
+                f"CA file {value} holds no PEM certificate ({reason}); give the CA's "
+                f"certificate (-----BEGIN CERTIFICATE-----), option ca / {CA_ENV}"
+            ) from None
     return value or None
 
 

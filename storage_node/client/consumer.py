@@ -16,26 +16,41 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-import pyarrow as pa
-
-from storage_node.client.arrow import columns_to_batch
 from storage_node.client.consumer_state import ConsumerState
+from storage_node.client.core import ClientCore
 from storage_node.client.fetch import FetchAnswer
+from storage_node.client.steps import Op, T
 from storage_node.errors import MsgStoreError
 from storage_node.wire.batch_codec import ReadColumns
 
 if TYPE_CHECKING:
-    from storage_node.client.async_client import AsyncClient
-    from storage_node.client.sync_client import Client
+    import pyarrow as pa
+
+
+class Runs(Protocol):
+    """What a consumer needs of the blocking client: its core and a way to run an operation
+    (the consumer does not import the client, which imports it)."""
+
+    core: ClientCore
+
+    def _run(self, op: Op[T]) -> T: ...
+
+
+class RunsAsync(Protocol):
+    """What an ``AsyncConsumer`` needs of the ``AsyncClient``."""
+
+    core: ClientCore
+
+    async def _run(self, op: Op[T]) -> T: ...
 
 
 class Consumer:
     """Iterate pages of ``topic`` (see ``Client.consumer``); ``positions`` says where each
     partition continues after the pages handed out so far (what a group would commit)."""
 
-    def __init__(self, client: Client, state: ConsumerState, prefetch: bool) -> None:
+    def __init__(self, client: Runs, state: ConsumerState, prefetch: bool) -> None:
         self.client = client
         self.topic = state.topic
         self.state = client._run(client.core.place_consumer(state))  # bad partitions: here
@@ -68,6 +83,8 @@ class Consumer:
     def batches(self) -> Iterator[pa.RecordBatch]:
         """Pages as Arrow record batches (topic, partition, offset, key, value, tag, msg_id,
         timestamp), built over the answer's buffers."""
+        from storage_node.client.arrow import columns_to_batch
+
         for cols in self:
             yield columns_to_batch(self.topic, cols)
 
@@ -93,7 +110,7 @@ class AsyncConsumer:
     running as a task while the caller works on this page. The topic's offsets are asked
     (when the range is not given) at the first page or on ``async with``."""
 
-    def __init__(self, client: AsyncClient, state: ConsumerState, prefetch: bool) -> None:
+    def __init__(self, client: RunsAsync, state: ConsumerState, prefetch: bool) -> None:
         self.client = client
         self.topic = state.topic
         self.state = state
@@ -135,6 +152,8 @@ class AsyncConsumer:
 
     async def batches(self) -> AsyncIterator[pa.RecordBatch]:
         """Pages as Arrow record batches (as ``Consumer.batches``)."""
+        from storage_node.client.arrow import columns_to_batch
+
         async for cols in self:
             yield columns_to_batch(self.topic, cols)
 

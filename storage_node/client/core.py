@@ -7,16 +7,17 @@ and the asyncio ``AsyncClient`` only carry the steps out. A failed ``Call`` is t
 into the generator as the server's typed error, so retry and redirect rules read as plain
 ``try``/``except`` here and exist nowhere else.
 
+The steps and answers are ``steps``; a columns produce's answer is ``produced``.
+
 Over 400 lines on purpose: every client operation's logic lives here once (the point of
 the module); each is a short generator, and the retry/redirect rules are shared by all.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Generator, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import quote
 
 import numpy as np
@@ -29,7 +30,6 @@ from storage_node.client.common import (
     SubBatch,
     columns_from_answer,
     encode_sub_batch,
-    error_from_response,
     is_retryable,
     key_path,
     normalize_endpoints,
@@ -44,156 +44,11 @@ from storage_node.client.common import (
 from storage_node.client.consumer_state import ConsumerState
 from storage_node.client.fetch import FetchAnswer, decode_fetch_answer, fetch_path, fetch_request
 from storage_node.client.packing import Columns, frame_sub_batch, plan_column_batches
+from storage_node.client.produced import Produced
+from storage_node.client.steps import Call, Gather, Op, RetryPolicy, Sleep
 from storage_node.errors import Fenced, MsgStoreError, NotOwner, Unavailable
 from storage_node.wire.append_answer import AppendAnswer, decode_append_answer
 from storage_node.wire.batch_codec import ReadColumns
-
-T = TypeVar("T")
-
-
-@dataclass
-class Call:
-    """One HTTP request. ``raw`` answers a ``RawAnswer`` instead of the parsed JSON body."""
-
-    method: str
-    address: str
-    path: str
-    params: Mapping[str, Any] | None = None
-    json_body: Any = None
-    data: bytes | None = None
-    content_type: str | None = None
-    headers: Mapping[str, str] | None = None
-    raw: bool = False
-
-    def query(self) -> dict[str, str]:
-        return {k: str(v) for k, v in (self.params or {}).items() if v is not None}
-
-    def body_and_headers(self) -> tuple[bytes | None, dict[str, str]]:
-        headers = dict(self.headers or {})
-        body = self.data
-        if self.json_body is not None:
-            body = json.dumps(self.json_body).encode()
-            headers["Content-Type"] = "application/json"
-        if self.content_type:
-            headers["Content-Type"] = self.content_type
-        return body, headers
-
-
-@dataclass
-class Sleep:
-    seconds: float
-
-
-@dataclass
-class Gather:
-    """Run operations concurrently; the outcome is each one's result or its MsgStoreError."""
-
-    ops: list[Generator[Any, Any, Any]]
-
-
-Step = Call | Sleep | Gather
-Op = Generator[Step, Any, T]
-
-
-class Headers:
-    """Answer headers with case-insensitive lookup."""
-
-    def __init__(self, items: Iterable[tuple[str, str]]) -> None:
-        self._items = {k.lower(): v for k, v in items}
-
-    def get(self, key: str, default: str | None = None) -> str | None:
-        return self._items.get(key.lower(), default)
-
-    def __getitem__(self, key: str) -> str:
-        return self._items[key.lower()]
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and key.lower() in self._items
-
-
-@dataclass
-class RawAnswer:
-    """An answer's status, headers and body bytes, for callers that decode it themselves."""
-
-    status_code: int
-    headers: Headers
-    content: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.content)
-
-
-def answer_of(call: Call, status: int, headers: Iterable[tuple[str, str]], body: bytes) -> Any:
-    """The outcome of ``call``: the typed error for an error status, else JSON or raw."""
-    if status >= 400:
-        try:
-            doc: Any = json.loads(body)
-        except ValueError:
-            doc = body.decode("utf-8", "replace")
-        raise error_from_response(status, doc)
-    if call.raw:
-        return RawAnswer(status, Headers(headers), body)
-    return json.loads(body) if body else None
-
-
-@dataclass
-class RetryPolicy:
-    """Exponential pauses between attempts: 50 ms doubling up to 2 s, ``max_retries`` times."""
-
-    max_retries: int = 8
-    first_delay: float = 0.05
-    max_delay: float = 2.0
-    sweep_max_delay: float = 1.0  # between sweeps over every node
-
-    def delay(self, attempt: int) -> float:
-        return min(self.first_delay * 2**attempt, self.max_delay)
-
-    def sweep_delay(self, attempt: int) -> float:
-        return min(self.first_delay * 2**attempt, self.sweep_max_delay)
-
-
-@dataclass
-class Produced:
-    """Where each message of a columns produce went, in the caller's row order."""
-
-    partitions: np.ndarray  # int64
-    offsets: np.ndarray  # int64
-    msg_ids: list[str]
-
-    def __len__(self) -> int:
-        return len(self.offsets)
-
-    @classmethod
-    def assemble(cls, count: int, parts: list[tuple[np.ndarray, AppendAnswer]]) -> Produced:
-        partitions = np.empty(count, np.int64)
-        offsets = np.empty(count, np.int64)
-        ids: list[str] = [""] * count
-        if (
-            len(parts) == 1
-            and len(parts[0][0]) == count
-            and (parts[0][0] == np.arange(count)).all()
-        ):
-            answer = parts[0][1]
-            return cls(answer.partitions, answer.offsets, answer.msg_ids)
-        for rows, answer in parts:
-            partitions[rows] = answer.partitions
-            offsets[rows] = answer.offsets
-            lo = int(rows[0]) if len(rows) else 0
-            if len(rows) and int(rows[-1]) - lo + 1 == len(rows) and (np.diff(rows) == 1).all():
-                ids[lo : lo + len(rows)] = answer.msg_ids  # a run of rows (one owner)
-                continue
-            for row, msg_id in zip(rows.tolist(), answer.msg_ids, strict=True):
-                ids[row] = msg_id
-        return cls(partitions, offsets, ids)
-
-    def to_rows(self) -> list[dict[str, Any]]:
-        """One {"partition", "offset", "msg_id"} per message, as ``produce`` answers."""
-        return [
-            {"partition": p, "offset": o, "msg_id": i}
-            for p, o, i in zip(
-                self.partitions.tolist(), self.offsets.tolist(), self.msg_ids, strict=True
-            )
-        ]
 
 
 @dataclass

@@ -11,9 +11,10 @@ from storage_node.client.client_base import ClientBase
 from storage_node.client.common import check_scheme, read_params
 from storage_node.client.consumer import Consumer
 from storage_node.client.consumer_state import ConsumerState
-from storage_node.client.core import Call, Gather, Op, Produced, Sleep, T
 from storage_node.client.fetch import FetchAnswer
 from storage_node.client.packing import columns_of, columns_of_dicts
+from storage_node.client.produced import Produced
+from storage_node.client.steps import Call, Gather, Op, Sleep, T
 from storage_node.client.transport import HttpTransport
 from storage_node.errors import MsgStoreError
 from storage_node.wire.batch_codec import ReadColumns
@@ -37,23 +38,6 @@ class Client(ClientBase[Consumer]):
         self._transport = HttpTransport(timeout, self.core.ca, self.token)
         self._pool: ThreadPoolExecutor | None = None
         self._pieces: ThreadPoolExecutor | None = None
-
-    # more of the shared state, under the names callers use
-    @property
-    def sequences(self) -> Any:
-        return self.core.sequences
-
-    @property
-    def max_retries(self) -> int:
-        return self.core.retry.max_retries
-
-    @max_retries.setter
-    def max_retries(self, value: int) -> None:
-        self.core.retry.max_retries = value
-
-    @property
-    def binary(self) -> bool:
-        return self.core.binary
 
     # -- running operations ---------------------------------------------------------------
     def _send(self, call: Call) -> Any:

@@ -14,7 +14,7 @@ import threading
 from urllib.parse import urlencode, urlsplit
 
 from storage_node.client.common import TlsError, auth_headers
-from storage_node.client.core import Call, answer_of
+from storage_node.client.steps import Call, answer_of
 from storage_node.errors import Unavailable
 from storage_node.tls import client_context
 
@@ -43,6 +43,34 @@ class _Https(http.client.HTTPSConnection):
     def connect(self) -> None:
         super().connect()
         _no_delay(self.sock)
+
+
+def serves_tls(address: str) -> bool:
+    """Whether ``address`` (http://host:port) completes a TLS handshake: asked once a plain
+    HTTP request was cut off, to say that the node wants HTTPS."""
+    parts = urlsplit(address)
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    try:
+        with socket.create_connection((parts.hostname or "localhost", parts.port or 80), 2) as s:
+            with ctx.wrap_socket(s):
+                return True
+    except OSError:
+        return False
+
+
+def tls_hint(exc: ssl.SSLError) -> str:
+    """What to do about a failed handshake, for the two common causes."""
+    text = str(exc)
+    if "CERTIFICATE_VERIFY_FAILED" in text:
+        return (
+            "; the node's certificate does not verify: give the cluster's CA with --ca FILE "
+            "or MSGSTORE_CA (a 'msgstore local up --tls' cluster's is DIR/tls/ca.crt)"
+        )
+    if "WRONG_VERSION_NUMBER" in text or "record layer failure" in text:
+        return "; the node does not serve HTTPS: use its http:// address"
+    return ""
 
 
 class HttpTransport:
@@ -101,13 +129,21 @@ class HttpTransport:
                 self._drop(call.address)
                 if reused and attempt == 0:
                     continue  # the node closed an idle connection: one fresh try
+                if call.address.startswith("http://") and serves_tls(call.address):
+                    raise TlsError(
+                        f"{call.address} closed the connection: this node serves HTTPS; use "
+                        f"{'https://' + call.address.removeprefix('http://')} and the "
+                        "cluster's CA (--ca or MSGSTORE_CA)",
+                        address=call.address,
+                    ) from None
                 raise Unavailable(
                     f"cannot reach {call.address}: {exc}", address=call.address
                 ) from None
             except ssl.SSLError as exc:
                 self._drop(call.address)
                 raise TlsError(
-                    f"TLS with {call.address} failed: {exc}", address=call.address
+                    f"TLS with {call.address} failed: {exc}{tls_hint(exc)}",
+                    address=call.address,
                 ) from None
             except (OSError, http.client.HTTPException) as exc:
                 self._drop(call.address)

@@ -25,6 +25,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from storage_node.cli.local import LocalCluster
 from storage_node.client import Client
 from storage_node.demo.sample_data import DEFAULT_ROWS, ensure_sample_file
 from storage_node.demo.spark import check_jobs_dir, run_job
+from storage_node.demo.tables import MESSAGE_HEADERS, human_ms, message_rows, table
 from storage_node.errors import InvalidArgument
 
 TOPIC = "orders"
@@ -139,34 +141,33 @@ def file_summary(client: Client) -> dict[str, dict[str, int]]:
     return summary
 
 
-def brief(message: dict[str, Any]) -> dict[str, Any]:
-    out = {k: message.get(k) for k in ("partition", "offset", "key", "tag", "msg_id")}
-    value = message.get("value")
-    out["value"] = value if value is None or len(value) <= 160 else value[:157] + "..."
-    return out
-
-
 def example_queries(cluster: LocalCluster, topic: str) -> None:
     """Answer one query of each kind: offset, key, message ID, time range."""
     with Client(cluster.addresses) as client:
         info = client.describe_topic(topic)
-        show(
-            "partitions (owner, first and next offset)",
+        show_table(
+            "partitions: owner, first and next offset",
+            ("PART", "OWNER", "FIRST", "NEXT", "MESSAGES"),
             [
-                f"p{p['partition']} {p['owner']} [{p['first_offset']}, {p['next_offset']})"
+                [
+                    p["partition"],
+                    p["owner"],
+                    p["first_offset"],
+                    p["next_offset"],
+                    None
+                    if p["first_offset"] is None or p["next_offset"] is None
+                    else p["next_offset"] - p["first_offset"],
+                ]
                 for p in info["partition_offsets"]
             ],
         )
         page = client.read(topic, 0, offset=100, max_messages=3)
-        show("by offset: partition 0, offsets 100..102", [brief(m) for m in page["messages"]])
+        show_messages("by offset: partition 0, offsets 100..102", page["messages"])
         key = json.loads(page["messages"][0]["value"])["order_id"]
         history = client.lookup_key(topic, key, max_count=16)
-        show(
-            f"by key: every event of order {key}, newest first",
-            [brief(m) for m in history["messages"]],
-        )
+        show_messages(f"by key: every event of order {key}, newest first", history["messages"])
         msg_id = history["messages"][-1]["msg_id"]
-        show(f"by message ID: {msg_id}", brief(client.get_message(msg_id)))
+        show_messages(f"by message ID: {msg_id}", [client.get_message(msg_id)])
         begin = page["messages"][0]["store_timestamp"]
         end = begin + 500
         in_window: list[dict[str, Any]] = []
@@ -177,16 +178,30 @@ def example_queries(cluster: LocalCluster, topic: str) -> None:
             )["messages"]
             counts.append(f"p{part['partition']}: {len(found)}")
             in_window.extend(found[:1])
-        show(
-            f"by time range: stored in [{begin}, {end}] ms — per partition {', '.join(counts)}; "
-            "the first of each",
-            [brief(m) for m in in_window],
+        show_messages(
+            f"by time range: stored from {human_ms(begin)} to {human_ms(end)} (500 ms); "
+            f"per partition {', '.join(counts)}; the first of each",
+            in_window,
         )
         shipped = client.read(topic, 2, offset=0, max_messages=2, tag="shipped")
-        show(
-            "by tag: first 'shipped' events of partition 2", [brief(m) for m in shipped["messages"]]
+        show_messages("by tag: first 'shipped' events of partition 2", shipped["messages"])
+        files = file_summary(client)
+        kinds = sorted({k for per in files.values() for k in per})
+        show_table(
+            "files per node after compaction (kind/state: count)",
+            ("NODE", *kinds),
+            [[node, *(per.get(k, 0) for k in kinds)] for node, per in sorted(files.items())],
         )
-        show("files per node after compaction", file_summary(client))
+
+
+def show_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    say(f"\n== {title}")
+    for line in table(headers, rows):
+        say("  " + line)
+
+
+def show_messages(title: str, messages: Sequence[dict[str, Any]]) -> None:
+    show_table(title, MESSAGE_HEADERS, message_rows(messages))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

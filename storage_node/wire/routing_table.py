@@ -194,11 +194,9 @@ class RoutingTable:
                 "compression": cfg.compression,
                 "retention_hours": float(cfg.retention_hours),
             }
-            if existing.config_dict() != wanted:
-                raise TopicConflict(
-                    f"topic {name!r} exists with another configuration",
-                    existing=existing.config_dict(),
-                )
+            have = existing.config_dict()
+            if have != wanted:
+                raise TopicConflict(_conflict_message(name, have, wanted), existing=have)
             return None
         pending = self.pending_deletions().get(name)
         if pending:
@@ -452,3 +450,21 @@ def new_local_table(
             # replicas answer
             logs[node_id] = LogRoute(node_id, node_id, 0, replicas)
     return RoutingTable(1, "local", entries, {}, {}, logs, factor, min_in_sync)
+
+
+def _conflict_message(name: str, have: dict[str, Any], wanted: dict[str, Any]) -> str:
+    """What differs between an existing topic and a create of it, and what can be done."""
+    differs = [f"{k} {have[k]!r} (asked {wanted[k]!r})" for k in wanted if have.get(k) != wanted[k]]
+    text = (
+        f"topic {name!r} exists with another configuration: {', '.join(differs)}; "
+        "nothing was changed"
+    )
+    if wanted["partitions"] > have["partitions"]:
+        text += (
+            f"; to add partitions: msgstore topic alter {name} --partitions {wanted['partitions']}"
+        )
+    elif wanted["partitions"] < have["partitions"]:
+        text += "; partitions can only be added, not removed"
+    if any(have.get(k) != wanted[k] for k in ("compression", "retention_hours")):
+        text += "; compression and retention of an existing topic are kept as created"
+    return text

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import socket
 
-from storage_node.cli.local import _ephemeral_low, free_port
+from storage_node.cli.ports import ephemeral_low as _ephemeral_low
+from storage_node.cli.ports import free_port
 
 
 def test_ports_are_free_below_the_ephemeral_range_and_not_taken() -> None:
@@ -27,5 +28,5 @@ def test_a_port_in_use_is_not_handed_out(monkeypatch) -> None:
         held.listen()
         used = held.getsockname()[1]
         draws = iter([used, used, used + 1])  # the port in use comes up first
-        monkeypatch.setattr("storage_node.cli.local.random.randrange", lambda *_: next(draws))
+        monkeypatch.setattr("storage_node.cli.ports.random.randrange", lambda *_: next(draws))
         assert free_port("127.0.0.1") == used + 1

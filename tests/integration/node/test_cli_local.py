@@ -20,10 +20,17 @@ def run(*args: str, stdin: bytes | None = None, check: bool = True):
 
 
 def status(data_dir: str) -> dict[str, list[str]]:
-    """node id -> [pid, address, health...] from `local status`."""
+    """node id -> [pid, address, health...] from `local status` (its STATE column in
+    ``states``)."""
     lines = run("local", "status", "--data-dir", data_dir).stdout.decode().splitlines()
-    assert lines[0].split() == ["NODE", "PID", "ADDRESS", "HEALTH"], lines
-    return {line.split()[0]: line.split()[1:] for line in lines[1:]}
+    assert lines[0].split() == ["NODE", "STATE", "PID", "ADDRESS", "HEALTH"], lines
+    rows = [line.split() for line in lines[1:] if line.startswith("node-")]
+    return {row[0]: row[2:] for row in rows}
+
+
+def states(data_dir: str) -> dict[str, str]:
+    lines = run("local", "status", "--data-dir", data_dir).stdout.decode().splitlines()
+    return {line.split()[0]: line.split()[1] for line in lines[1:] if line.startswith("node-")}
 
 
 def test_local_cluster_survives_what_a_developer_does(tmp_path):
@@ -49,7 +56,8 @@ def test_local_cluster_survives_what_a_developer_does(tmp_path):
         # a crashed node: status says so, and a new topic avoids it (saying why)
         owners = json.loads(run("topic", "describe", "orders", *ep).stdout)["owners"]
         os.kill(int(again["node-1"][0]), signal.SIGKILL)
-        assert status(data_dir)["node-1"][1:] == [again["node-1"][1], "stopped"]
+        assert status(data_dir)["node-1"][1] == again["node-1"][1]
+        assert states(data_dir)["node-1"] == "crashed"  # not "stopped": nobody stopped it
         created = run("topic", "create", "while-down", "--partitions", "4", *ep)
         doc = json.loads(created.stdout)
         assert "node-1" not in doc["owners"] and set(doc["owners"]) == {"node-0", "node-2"}
@@ -76,6 +84,7 @@ def test_local_cluster_survives_what_a_developer_does(tmp_path):
         # one node stopped and started again by name
         assert run("local", "stop", "node-2", *local).stdout.decode().strip() == "node-2 stopped"
         assert status(data_dir)["node-2"][0] == "-"
+        assert states(data_dir)["node-2"] == "stopped"
         run("local", "restart", "node-2", *local)
         assert status(data_dir)["node-2"][2] == "ready"
         missing = run("local", "stop", "node-9", *local, check=False)
