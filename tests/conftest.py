@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
+import fixtures_controlplane
 import pytest
 
 # Some tests send real SIGINTs (to this process and to CLI subprocesses) and expect Python's
@@ -50,9 +51,30 @@ def markers_for(path: Path) -> tuple[str, ...]:
     return ()
 
 
+def build_stage(item: pytest.Item) -> int:
+    """When a test can run: 0 needs no build; 1 needs the control-plane binaries; 2 the kind
+    preparation (engine, node image, msgstore images); 3 the kind cluster itself."""
+    names = set(getattr(item, "fixturenames", ()))
+    if "kind_cluster" in names:
+        return 3
+    if "kind_prepared" in names or item.get_closest_marker("images"):
+        return 2
+    if names & set(fixtures_controlplane.COMPONENTS_OF_FIXTURE):
+        return 1
+    return 0
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Marks every test by its folder, before `-m` selects (tryfirst)."""
+    """Marks every test by its folder, before `-m` selects (tryfirst); then orders the tests
+    so that those needing no build run first, while the builds they would wait for run in the
+    background (fixtures_controlplane.py, fixtures_kind.py). A module moves as a whole, so its
+    module-scoped fixtures are set up once; the order within a stage is kept."""
     for item in items:
         for name in markers_for(Path(item.path)):
             item.add_marker(name)
+    stage_of_module: dict[Path, int] = {}
+    for item in items:
+        path = Path(item.path)
+        stage_of_module[path] = max(stage_of_module.get(path, 0), build_stage(item))
+    items.sort(key=lambda item: stage_of_module[Path(item.path)])  # stable

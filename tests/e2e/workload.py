@@ -4,8 +4,9 @@ It uses only the standard library and msgstore's own Python client, so it runs i
 image as it is: `kubectl exec -i POD -- python3 - COMMAND ARGS < workload.py`. Every command
 prints one JSON document on stdout.
 
-  produce  --topic T --run R --count N [--batch B] [--seconds S]
-           produces N messages (or keeps going for S seconds) with one idempotent producer;
+  produce  --topic T --run R --count N [--batch B] [--seconds S [--stop-file F]]
+           produces N messages (or keeps going for S seconds, or until the file F exists)
+           with one idempotent producer;
            values are "R:<n>", keys "key-<n % 97>". Prints which values were acknowledged
            (with partition, offset and message ID) and which batches failed (outcome unknown).
   values   --topic T --prefix P
@@ -50,6 +51,8 @@ def produce(args: argparse.Namespace) -> dict[str, Any]:
     deadline = time.monotonic() + args.seconds if args.seconds else None
     n = 0
     while (deadline is None and n < args.count) or (deadline and time.monotonic() < deadline):
+        if args.stop_file and os.path.exists(args.stop_file):
+            break
         size = args.batch if deadline else min(args.batch, args.count - n)
         values = [f"{args.run}:{i}" for i in range(n, n + size)]
         batch = [
@@ -177,6 +180,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--batch", type=int, default=50)
     p.add_argument("--seconds", type=float, default=0.0)
     p.add_argument("--pause-ms", type=float, default=0.0)
+    p.add_argument("--stop-file", help="with --seconds: stop early once this file exists")
     p.set_defaults(func=produce)
     v = sub.add_parser("values")
     v.add_argument("--topic", required=True)
