@@ -5,7 +5,6 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-import fixtures_controlplane
 import pytest
 
 # Some tests send real SIGINTs (to this process and to CLI subprocesses) and expect Python's
@@ -54,6 +53,8 @@ def markers_for(path: Path) -> tuple[str, ...]:
 def build_stage(item: pytest.Item) -> int:
     """When a test can run: 0 needs no build; 1 needs the control-plane binaries; 2 the kind
     preparation (engine, node image, msgstore images); 3 the kind cluster itself."""
+    import fixtures_controlplane  # loaded by pytest_plugins; imported here, once it is
+
     names = set(getattr(item, "fixturenames", ()))
     if "kind_cluster" in names:
         return 3

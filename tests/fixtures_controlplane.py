@@ -55,10 +55,12 @@ _log_lock = threading.Lock()
 
 
 def echo(tag: str, line: str) -> None:
-    """A build's progress line: on stderr from the main thread, always in BUILD_LOG."""
-    with _log_lock, open(BUILD_LOG, "a") as log:
-        log.write(f"[{tag}] {line}")
-    if threading.current_thread() is threading.main_thread():
+    """A build's progress line: in BUILD_LOG once builds run in the background (between the
+    test results it would land in whichever test's captured output), else on stderr."""
+    if _background:
+        with _log_lock, open(BUILD_LOG, "a") as log:
+            log.write(f"[{tag}] {line}")
+    else:
         sys.stderr.write(f"[{tag}] {line}")
 
 
