@@ -101,8 +101,9 @@ class Shop:
         return proc
 
     def stored(self, topic: str) -> int:
-        """How many messages `topic` holds (all partitions), read from inside the cluster."""
-        return int(self.workload("digest", "--topic", topic)["total"])
+        """How many messages were written to `topic` (its partitions' end offsets summed),
+        asked from inside the cluster."""
+        return int(self.workload("ends", "--topic", topic)["total"])
 
     def wait_stored(self, topic: str, count: int, what: str, timeout: float = 120) -> None:
         """Until `topic` holds at least `count` messages: a load has reached the store."""

@@ -14,6 +14,8 @@ prints one JSON document on stdout.
   digest   --topic T
            message count per partition and a SHA-256 over every record's partition, offset,
            key, tag, message ID, timestamp and value: equal digests mean equal answers.
+  ends     --topic T
+           the sum of the topic's partition end offsets: how many messages were written.
   lookups  --topic T --keys K,K --msg-ids I,I [--offsets P:O,P:O]
            answers by key (newest first), by message ID, by offset and by time range.
   files    every node's files and their states (unsealed, compacted, uploaded).
@@ -128,6 +130,11 @@ def digest(args: argparse.Namespace) -> dict[str, Any]:
     return {"counts": counts, "total": sum(counts.values()), "sha256": total.hexdigest()}
 
 
+def ends(args: argparse.Namespace) -> dict[str, Any]:
+    info = _client(args).describe_topic(args.topic)
+    return {"total": sum(int(p["next_offset"]) for p in info["partition_offsets"])}
+
+
 def lookups(args: argparse.Namespace) -> dict[str, Any]:
     client = _client(args)
     out: dict[str, Any] = {"by_key": {}, "by_id": {}, "by_offset": {}, "by_time": {}}
@@ -189,6 +196,9 @@ def main(argv: list[str]) -> int:
     d = sub.add_parser("digest")
     d.add_argument("--topic", required=True)
     d.set_defaults(func=digest)
+    e = sub.add_parser("ends")
+    e.add_argument("--topic", required=True)
+    e.set_defaults(func=ends)
     lk = sub.add_parser("lookups")
     lk.add_argument("--topic", required=True)
     lk.add_argument("--keys", default="")
