@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: run test test-fast lint typecheck bench system controlplane clean images kind-up kind-down kind-binaries kind-node-image
+.PHONY: run test test-unit test-fast lint typecheck bench system controlplane clean images kind-up kind-down kind-binaries kind-node-image
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,8 +30,13 @@ test: system $(STAMP)
 	$(PY) -m mypy
 	$(PY) -m pytest -q -rs -p no:cacheprovider --durations=25
 
+## make test-unit: the quick loop, tests/unit only (in-process, no server, no build; docs/TESTING.md)
+test-unit: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider tests/unit
+
+## make test-fast: every test that needs no Go or image build, no Spark and is not slow
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -x -m "not k8s and not spark and not slow and not e2e"
+	$(PY) -m pytest -q -x -m "not k8s and not spark and not slow and not e2e and not images and not kind and not s3"
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from waiting import wait_until
 
 
 class KubectlError(RuntimeError):
@@ -69,21 +70,8 @@ class K8sCluster:
     def wait_until(
         condition: Callable[[], Any], what: str, timeout: float = 120, interval: float = 0.5
     ) -> Any:
-        """Polls `condition` until it returns something truthy, which is returned.
-
-        Raises AssertionError naming `what` (and the last value seen) when time runs out.
-        """
-        deadline = time.monotonic() + timeout
-        last: Any = None
-        while True:
-            last = condition()
-            if last:
-                return last
-            if time.monotonic() >= deadline:
-                raise AssertionError(
-                    f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}"
-                )
-            time.sleep(interval)
+        """Polls `condition` until it returns something truthy (tests/waiting.py)."""
+        return wait_until(condition, timeout, what, interval)
 
     def api_client(self) -> Any:
         """A kubernetes.client.ApiClient configured from this cluster's kubeconfig."""
@@ -97,10 +85,15 @@ class K8sCluster:
         self.run_kubectl("create", "namespace", name)
         # The ServiceAccount admission plugin rejects pods until the controller manager has
         # created the namespace's default ServiceAccount.
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            got = self.run_kubectl("get", "serviceaccount", "default", "-n", name, check=False)
-            if got.returncode == 0:
-                return name
-            time.sleep(0.3)
-        raise KubectlError(f"namespace {name}: default ServiceAccount never appeared")
+        wait_until(
+            lambda: (
+                self.run_kubectl(
+                    "get", "serviceaccount", "default", "-n", name, check=False
+                ).returncode
+                == 0
+            ),
+            60,
+            f"namespace {name}'s default ServiceAccount",
+            interval=0.3,
+        )
+        return name

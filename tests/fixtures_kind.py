@@ -1,7 +1,8 @@
 """A real kind cluster (one control plane, two workers) running msgstore's own images.
 
-Everything it needs is built on this machine before the first test that uses it, right after
-collection (cold builds take longer than the per-test timeout): a Docker engine
+Everything it needs is built on this machine, starting right after collection in the
+background while the tests that need no build run (cold builds take longer than the per-test
+timeout, so a test that needs them waits before its timeout starts): a Docker engine
 (scripts/docker-engine.sh), the kind node image assembled from Go modules and Debian packages
 (scripts/kind/node-image.sh), the two msgstore images (scripts/build-images.sh), and kubectl and
 helm (tests/integration/controlplane/build.sh). A failed build never skips anything: every test that needs
@@ -29,7 +30,14 @@ from typing import Any
 import pytest
 import yaml
 from cluster_tools import K8sCluster, KubectlError
-from fixtures_controlplane import ControlPlaneBuildError, ensure_built, require_binary
+from fixtures_controlplane import (
+    ControlPlaneBuildError,
+    echo,
+    ensure_built,
+    require_binary,
+    start_in_background,
+    wait_for,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "scripts"
@@ -82,7 +90,7 @@ def _stream(argv: list[str], tag: str, timeout: float) -> str:
     err: list[str] = []
     for line in proc.stderr:
         err.append(line)
-        sys.stderr.write(f"[{tag}] {line}")
+        echo(tag, line)
     out = proc.stdout.read()
     code = proc.wait(timeout=max(1.0, timeout - (time.monotonic() - started)))
     if code != 0:
@@ -119,7 +127,7 @@ def _prepare() -> _Prepared:
         if what == "kind node image":
             lines = [line for line in str(result).splitlines() if line.strip()]
             prep.node_image = lines[-1].strip() if lines else ""
-    sys.stderr.write(f"[kind] prepared in {json.dumps(prep.times)}\n")
+    echo("kind", f"prepared in {json.dumps(prep.times)}\n")
     TIMINGS.update({f"prepare {k}": v for k, v in prep.times.items()})
     return prep
 
@@ -137,7 +145,31 @@ def pytest_collection_modifyitems(
     needed = users or [i for i in items if "kind_prepared" in getattr(i, "fixturenames", ())]
     if config.option.collectonly or _prepared is not None or not needed:
         return
-    _prepared = _prepare()
+
+    def prepare() -> None:
+        global _prepared
+        _prepared = _prepare()
+
+    start_in_background("kind", prepare)
+
+
+def needs_kind_builds(item: pytest.Item) -> bool:
+    """Tests that use the kind preparation, and the image tests (which would otherwise build
+    the same images at the same time as the preparation does)."""
+    names = getattr(item, "fixturenames", ())
+    return (
+        "kind_prepared" in names
+        or "kind_cluster" in names
+        or bool(item.get_closest_marker("images"))
+    )
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Such a test waits for the preparation here, before its timeout starts."""
+    if needs_kind_builds(item):
+        wait_for("kind")
+    yield
 
 
 @dataclass(frozen=True)
@@ -299,6 +331,7 @@ def _delete(work: Path) -> None:
 def kind_prepared() -> Iterator[_Prepared]:
     """A running container engine and the kind node image (built after collection); an
     engine started for the session is stopped by its PID at the end."""
+    wait_for("kind")
     prep = _prepared or _Prepared(error="the kind cluster was not prepared after collection")
     if prep.error:
         pytest.fail(prep.error, pytrace=False)

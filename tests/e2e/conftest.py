@@ -34,9 +34,9 @@ HERE = Path(__file__).resolve().parent
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if HERE in Path(item.path).resolve().parents:
-            item.add_marker(pytest.mark.e2e)
-            # The first test also creates the cluster and installs the chart; Spark jobs and
-            # node restarts take minutes on a 2-core machine. (No test asserts a duration.)
+            # (The e2e marker comes by folder from tests/conftest.py.) The first test also
+            # creates the cluster and installs the chart; Spark jobs and node restarts take
+            # minutes on a 2-core machine. (No test asserts a duration.)
             item.add_marker(pytest.mark.timeout(1500))
 
 

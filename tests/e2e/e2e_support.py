@@ -100,6 +100,15 @@ class Shop:
         proc.stdin = None  # sent whole; communicate() must not flush it again
         return proc
 
+    def stored(self, topic: str) -> int:
+        """How many messages were written to `topic` (its partitions' end offsets summed),
+        asked from inside the cluster."""
+        return int(self.workload("ends", "--topic", topic)["total"])
+
+    def wait_stored(self, topic: str, count: int, what: str, timeout: float = 120) -> None:
+        """Until `topic` holds at least `count` messages: a load has reached the store."""
+        self.cluster.wait_until(lambda: self.stored(topic) >= count, what, timeout, 1)
+
     @staticmethod
     def finish(proc: subprocess.Popen[str], timeout: float = 600) -> Any:
         out, err = proc.communicate(timeout=timeout)

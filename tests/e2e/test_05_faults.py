@@ -4,8 +4,6 @@ producer's acknowledged messages are counted: none lost, none doubled."""
 
 from __future__ import annotations
 
-import time
-
 from e2e_support import Shop, pod_ready
 from fixtures_kind import KindCluster
 
@@ -22,11 +20,12 @@ def _restarts(shop: Shop, pod: str) -> int:
 def test_a_force_deleted_node_pod_comes_back_on_its_volume_losing_nothing(shop: Shop) -> None:
     shop.wait_store_ready(3)
     old_uid = _uid(shop, "orders-1")
+    base = shop.stored("orders")
     load = shop.start_workload(
         "produce", "--topic", "orders", "--run", "forcedel", "--seconds", "40", "--batch", "20",
         "--pause-ms", "10",
     )  # fmt: skip
-    time.sleep(8)
+    shop.wait_stored("orders", base + 1000, "the load stored before the pod is deleted")
     shop.kubectl("delete", "pod", "orders-1", "--grace-period=0", "--force")
     shop.cluster.wait_until(
         lambda: _uid(shop, "orders-1") != old_uid if shop.kubectl(
@@ -55,11 +54,12 @@ def test_a_crashed_node_process_restarts_in_place_losing_nothing(shop: Shop) -> 
     pod = shop.get("pod", "orders-2")
     node = pod["spec"]["nodeName"]
     restarts = _restarts(shop, "orders-2")
+    base = shop.stored("orders")
     load = shop.start_workload(
         "produce", "--topic", "orders", "--run", "crash", "--seconds", "30", "--batch", "20",
         "--pause-ms", "10",
     )  # fmt: skip
-    time.sleep(8)
+    shop.wait_stored("orders", base + 1000, "the load stored before the kill")
     pid = _container_pid(shop.cluster, node, "orders-2")
     # SIGKILL from outside the container: no flush, no clean-shutdown marker.
     shop.cluster.docker("exec", node, "kill", "-KILL", pid)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import ssl
-import time
 
 from e2e_support import Shop
 
@@ -39,11 +38,15 @@ def _served_cert(port: int) -> str:
 def test_node_certificates_rotate_under_load_losing_nothing(shop: Shop) -> None:
     before = _served_cert(30081)
     old = shop.get("secret", "orders-node-certs")["metadata"]["resourceVersion"]
+    stop = "/tmp/rotate-load-stop"  # the load ends once this file exists in the client pod
+    shop.kubectl("exec", shop.client, "--", "rm", "-f", stop)
+    start = shop.stored("orders")
+    # At most 150 s of load; it is stopped once the new certificate has carried writes.
     load = shop.start_workload(
         "produce", "--topic", "orders", "--run", "rotate", "--seconds", "150", "--batch", "20",
-        "--pause-ms", "20",
+        "--pause-ms", "20", "--stop-file", stop,
     )  # fmt: skip
-    time.sleep(5)
+    shop.wait_stored("orders", start + 200, "the load stored before the Secret is deleted")
     # A lost Secret is reissued by the operator; the kubelet updates the mounted files and
     # every node reloads them for new connections, without a restart.
     shop.kubectl("delete", "secret", "orders-node-certs")
@@ -59,6 +62,8 @@ def test_node_certificates_rotate_under_load_losing_nothing(shop: Shop) -> None:
     shop.cluster.wait_until(
         lambda: _served_cert(30081) != before, "orders-0 to serve its new certificate", 240, 3
     )
+    shop.wait_stored("orders", shop.stored("orders") + 500, "writes stored after the rotation")
+    shop.kubectl("exec", shop.client, "--", "touch", stop)
     restarts = [
         s.get("restartCount", 0)
         for p in shop.node_pods()

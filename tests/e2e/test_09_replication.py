@@ -119,11 +119,12 @@ def _vanish_under_load(ledger: Shop, force: bool, run: str) -> None:
     led = sorted(log for log, row in before.items() if row["leader"] == victim)
     old_pod, old_claim = _uid(ledger, "pod", victim), _uid(ledger, "pvc", claim)
     assert old_pod and old_claim
+    base = ledger.stored("ledger")
     load = ledger.start_workload(
         "produce", "--topic", "ledger", "--run", run, "--seconds", "60", "--batch", "20",
         "--pause-ms", "10",
     )  # fmt: skip
-    time.sleep(10)
+    ledger.wait_stored("ledger", base + 1000, "the load stored before the pod goes")
     started = time.monotonic()
     # The volume goes with the pod: the claim is deleted first (it waits for the pod),
     # then the pod.

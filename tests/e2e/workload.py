@@ -4,8 +4,9 @@ It uses only the standard library and msgstore's own Python client, so it runs i
 image as it is: `kubectl exec -i POD -- python3 - COMMAND ARGS < workload.py`. Every command
 prints one JSON document on stdout.
 
-  produce  --topic T --run R --count N [--batch B] [--seconds S]
-           produces N messages (or keeps going for S seconds) with one idempotent producer;
+  produce  --topic T --run R --count N [--batch B] [--seconds S [--stop-file F]]
+           produces N messages (or keeps going for S seconds, or until the file F exists)
+           with one idempotent producer;
            values are "R:<n>", keys "key-<n % 97>". Prints which values were acknowledged
            (with partition, offset and message ID) and which batches failed (outcome unknown).
   values   --topic T --prefix P
@@ -13,6 +14,8 @@ prints one JSON document on stdout.
   digest   --topic T
            message count per partition and a SHA-256 over every record's partition, offset,
            key, tag, message ID, timestamp and value: equal digests mean equal answers.
+  ends     --topic T
+           the sum of the topic's partition end offsets: how many messages were written.
   lookups  --topic T --keys K,K --msg-ids I,I [--offsets P:O,P:O]
            answers by key (newest first), by message ID, by offset and by time range.
   files    every node's files and their states (unsealed, compacted, uploaded).
@@ -50,6 +53,8 @@ def produce(args: argparse.Namespace) -> dict[str, Any]:
     deadline = time.monotonic() + args.seconds if args.seconds else None
     n = 0
     while (deadline is None and n < args.count) or (deadline and time.monotonic() < deadline):
+        if args.stop_file and os.path.exists(args.stop_file):
+            break
         size = args.batch if deadline else min(args.batch, args.count - n)
         values = [f"{args.run}:{i}" for i in range(n, n + size)]
         batch = [
@@ -125,6 +130,11 @@ def digest(args: argparse.Namespace) -> dict[str, Any]:
     return {"counts": counts, "total": sum(counts.values()), "sha256": total.hexdigest()}
 
 
+def ends(args: argparse.Namespace) -> dict[str, Any]:
+    info = _client(args).describe_topic(args.topic)
+    return {"total": sum(int(p["next_offset"]) for p in info["partition_offsets"])}
+
+
 def lookups(args: argparse.Namespace) -> dict[str, Any]:
     client = _client(args)
     out: dict[str, Any] = {"by_key": {}, "by_id": {}, "by_offset": {}, "by_time": {}}
@@ -177,6 +187,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--batch", type=int, default=50)
     p.add_argument("--seconds", type=float, default=0.0)
     p.add_argument("--pause-ms", type=float, default=0.0)
+    p.add_argument("--stop-file", help="with --seconds: stop early once this file exists")
     p.set_defaults(func=produce)
     v = sub.add_parser("values")
     v.add_argument("--topic", required=True)
@@ -185,6 +196,9 @@ def main(argv: list[str]) -> int:
     d = sub.add_parser("digest")
     d.add_argument("--topic", required=True)
     d.set_defaults(func=digest)
+    e = sub.add_parser("ends")
+    e.add_argument("--topic", required=True)
+    e.set_defaults(func=ends)
     lk = sub.add_parser("lookups")
     lk.add_argument("--topic", required=True)
     lk.add_argument("--keys", default="")

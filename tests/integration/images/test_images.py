@@ -27,7 +27,7 @@ NODE_UID = 10001
 SPARK_UID = 185
 
 # A cold build (bases, wheelhouse, images) takes minutes on a 2-core machine.
-pytestmark = [pytest.mark.images, pytest.mark.slow, pytest.mark.timeout(2400)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
 
 def app_version() -> str:

@@ -32,7 +32,6 @@ PORT_OPTIONS = (
     "kwokControllerPort",
 )
 CLUSTER_CREATE_TIMEOUT = "5m"
-HERE = Path(__file__).resolve().parent
 
 
 def _distinct_free_ports(count: int) -> list[int]:
@@ -117,14 +116,6 @@ def _delete_cluster(kwokctl: Path, name: str, env: dict[str, str], workdir: Path
             os.kill(int(pid_file.read_text().strip()), 9)
         except (ValueError, ProcessLookupError, PermissionError):
             pass
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test in this folder needs the control plane: mark it `k8s` (before -m selects)."""
-    for item in items:
-        if HERE in Path(item.path).resolve().parents:
-            item.add_marker(pytest.mark.k8s)
 
 
 @pytest.fixture(scope="session")

@@ -94,6 +94,7 @@ def test_fetch_long_poll_wakes_on_an_append_to_any_partition(node):
     )
     started = time.monotonic()
     thread.start()
+    # Part of what is tested: the append comes while the fetch waits (no state to wait on).
     time.sleep(0.3)
     Client(node.address).produce("fetchwait", [{"value": "late", "partition": 1}])
     thread.join(30)
@@ -167,6 +168,7 @@ def test_following_consumer_gets_messages_produced_later(node):
 
     thread = threading.Thread(target=follow, daemon=True)
     thread.start()
+    # Part of what is tested: the messages are produced after the consumer reached the end.
     time.sleep(0.3)
     producer = Client(node.address)
     for i in range(3):

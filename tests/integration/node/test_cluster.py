@@ -14,6 +14,7 @@ from storage_node.client import AsyncClient, Client
 from storage_node.errors import NotOwner
 from storage_node.server.routing_state import read_routing_file, write_routing_file
 from storage_node.wire.routing_table import parse_routing
+from tests.waiting import wait_until
 
 
 def test_every_node_serves_the_same_routing(cluster):
@@ -173,16 +174,28 @@ def test_async_client(cluster):
     asyncio.run(scenario())
 
 
+def _docs_at(cluster, generation: int) -> list[dict]:
+    """Every node's /v1/cluster document, once all of them serve `generation`."""
+
+    def docs() -> list[dict] | None:
+        got = [requests.get(a + "/v1/cluster").json() for a in cluster.addresses]
+        return got if all(d["generation"] == generation for d in got) else None
+
+    return wait_until(docs, 20, f"every node to serve generation {generation}")
+
+
 def test_nodes_reload_an_edited_routing_file(cluster):
     table = read_routing_file(cluster.routing_file)
     table = table.with_topic("from-file", 3, "none", 12)
     write_routing_file(cluster.routing_file, table)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        docs = [requests.get(a + "/v1/cluster").json() for a in cluster.addresses]
-        if all("from-file" in d["topics"] for d in docs):
-            break
-        time.sleep(0.1)
+    wait_until(
+        lambda: all(
+            "from-file" in requests.get(a + "/v1/cluster").json()["topics"]
+            for a in cluster.addresses
+        ),
+        20,
+        "every node to serve the edited routing file",
+    )
     for address in cluster.addresses:
         topics = {t["name"]: t for t in requests.get(address + "/v1/topics").json()["topics"]}
         assert topics["from-file"]["compression"] == "none"
@@ -240,10 +253,5 @@ def test_a_node_takes_a_newer_table_handed_over_by_the_controller(cluster):
     assert after["generation"] == table.generation + 5 and "handed-over" in after["topics"]
 
     write_routing_file(cluster.routing_file, parse_routing(newer_doc))  # the file catches up
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        docs = [requests.get(a + "/v1/cluster").json() for a in cluster.addresses]
-        if all(d["generation"] == table.generation + 5 for d in docs):
-            break
-        time.sleep(0.1)
+    docs = _docs_at(cluster, table.generation + 5)
     assert all("handed-over" in d["topics"] for d in docs)

@@ -53,7 +53,8 @@ def test_sigkill_during_concurrent_produce(tmp_path):
         with lock:
             acked_before_kill = len(acked)
         cluster.kill("node-1", signal.SIGKILL)
-        time.sleep(0.5)  # producers now hit a dead node and keep retrying
+        # Part of what is tested: half a second of a dead node that producers retry against.
+        time.sleep(0.5)
         cluster.restart("node-1")
         for t in threads:
             t.join(timeout=240)

@@ -9,6 +9,8 @@ import json
 import os
 import random
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import requests
@@ -22,28 +24,37 @@ from tests.integration.replication.workload import (
     check_model,
     get_json,
 )
+from tests.waiting import wait_until
 
 
 def _leader_of(cluster: NetnsCluster, log_id: str) -> str:
     return str(cluster.table().logs[log_id].leader)
 
 
-def _wait_new_leader(cluster: NetnsCluster, log_id: str, old: str, timeout: float = 30) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def _wait(cluster: NetnsCluster, predicate: Callable[[], Any], what: str, log: str) -> Any:
+    """wait_until, with the tail of the log of `log` (a node or the controller) on failure."""
+    try:
+        return wait_until(predicate, 30, what)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{cluster.log_tail(log)}") from None
+
+
+def _wait_new_leader(cluster: NetnsCluster, log_id: str, old: str) -> str:
+    def moved() -> str:
         leader = _leader_of(cluster, log_id)
-        if leader != old:
-            return leader
-        time.sleep(0.05)
-    raise AssertionError(f"log {log_id} kept leader {old}: {cluster.log_tail('controller')}")
+        return leader if leader != old else ""
+
+    return str(_wait(cluster, moved, f"log {log_id} led by another node than {old}", "controller"))
 
 
-def _wait_moved(cluster: NetnsCluster, node: str, timeout: float = 30) -> None:
+def _wait_moved(cluster: NetnsCluster, node: str) -> None:
     """Until no log is led by ``node`` any more."""
-    deadline = time.monotonic() + timeout
-    while any(r.leader == node for r in cluster.table().logs.values()):
-        assert time.monotonic() < deadline, cluster.log_tail("controller")
-        time.sleep(0.05)
+    _wait(
+        cluster,
+        lambda: not any(r.leader == node for r in cluster.table().logs.values()),
+        f"no log led by {node}",
+        "controller",
+    )
 
 
 def _report(name: str, doc: dict) -> None:
@@ -54,19 +65,15 @@ def test_sigkill_leader(cluster: NetnsCluster) -> None:
     model = Model()
     producers = Producers(cluster.routing_file, model)
     producers.start()
-    time.sleep(2)
+    producers.wait_for_acks("before the kill")
     killed_at = time.monotonic()
     cluster.kill("node-0")
     new = _wait_new_leader(cluster, "node-0", "node-0")
     promoted_at = time.monotonic()
-    # the first acknowledgement of a batch of node-0's log after the kill
-    deadline = time.monotonic() + 60
-    while not any(t > promoted_at for t in producers.acked_at):
-        assert time.monotonic() < deadline, cluster.log_tail(new)
-        time.sleep(0.05)
-    time.sleep(2)
+    # acknowledgements on every partition, node-0's log among them, after the failover
+    producers.wait_for_acks("after the failover", since=promoted_at)
     cluster.restart("node-0")  # returns as a follower of its own log
-    time.sleep(2)
+    producers.wait_for_acks("with node-0 following again")
     producers.finish()
     cluster.wait_in_sync()
     counts = check_model(cluster.routing_file, model)
@@ -80,9 +87,9 @@ def test_follower_data_dir_wiped(cluster: NetnsCluster) -> None:
     model = Model()
     producers = Producers(cluster.routing_file, model)
     producers.start()
-    time.sleep(3)
+    producers.wait_for_acks("before the wipe", batches=3)
     cluster.restart("node-2", wipe=True)  # its own log fails over meanwhile
-    time.sleep(2)
+    producers.wait_for_acks("after the wiped node came back")
     producers.finish()
     cluster.wait_in_sync()
     # the empty node copied every log again: same durable end as each leader
@@ -104,7 +111,7 @@ def test_partitioned_leader(cluster: NetnsCluster) -> None:
     model = Model()
     producers = Producers(cluster.routing_file, model)
     producers.start()
-    time.sleep(2)
+    producers.wait_for_acks("before the cut")
     cluster.cut("node-0")
     # a write the cut-off leader takes now is never acknowledged: its followers are gone
     stale = requests.post(
@@ -114,7 +121,7 @@ def test_partitioned_leader(cluster: NetnsCluster) -> None:
     )
     assert stale.status_code in (409, 421, 503), stale.text
     new = _wait_new_leader(cluster, "node-0", "node-0")
-    time.sleep(2)
+    producers.wait_for_acks("from the new leaders")
     late = requests.post(
         f"{cluster.address('node-0')}/v1/topics/{TOPIC}/messages",
         json={"messages": [{"value": "late", "partition": 0}]},
@@ -122,7 +129,7 @@ def test_partitioned_leader(cluster: NetnsCluster) -> None:
     )
     assert late.status_code in (409, 421, 503), late.text
     cluster.heal("node-0")
-    time.sleep(3)
+    producers.wait_for_acks("after the heal", batches=3)
     producers.finish()
     cluster.wait_in_sync()
     counts = check_model(cluster.routing_file, model)
@@ -139,7 +146,7 @@ def test_a_failover_left_unfinished_is_completed(cluster: NetnsCluster) -> None:
     model = Model()
     producers = Producers(cluster.routing_file, model)
     producers.start()
-    time.sleep(2)
+    producers.wait_for_acks("before the fence")
     route = cluster.table().logs["node-1"]
     leader = route.leader
     # what an unfinished failover leaves behind: the leader fenced at the next epoch
@@ -149,12 +156,15 @@ def test_a_failover_left_unfinished_is_completed(cluster: NetnsCluster) -> None:
         timeout=5,
     )
     assert fenced.status_code == 200, fenced.text
-    deadline = time.monotonic() + 30
-    while cluster.table().logs["node-1"].epoch <= route.epoch:
-        assert time.monotonic() < deadline, cluster.log_tail("controller")
-        time.sleep(0.05)
-    completed = time.monotonic() - (deadline - 30)
-    time.sleep(2)
+    fenced_at = time.monotonic()
+    _wait(
+        cluster,
+        lambda: cluster.table().logs["node-1"].epoch > route.epoch,
+        f"a failover of node-1's log past epoch {route.epoch}",
+        "controller",
+    )
+    completed = time.monotonic() - fenced_at
+    producers.wait_for_acks("after the failover was completed")
     producers.finish()
     cluster.wait_in_sync()
     counts = check_model(cluster.routing_file, model)
@@ -188,7 +198,7 @@ def test_random_faults(cluster: NetnsCluster) -> None:
         else:
             victim = rng.choice([r for r in table.logs[log_id].replicas if r != leader])
             cluster.kill(victim)
-            time.sleep(0.5)
+            producers.wait_for_acks(f"while {victim} is down", batches=1)  # writes it misses
             cluster.restart(victim, wipe=kind == "wipe_node")
         cluster.wait_in_sync(120)
         if (_round + 1) % 10 == 0:  # acknowledged so far: none lost, none twice
@@ -205,7 +215,7 @@ def test_committed_offsets_survive_failover(cluster: NetnsCluster) -> None:
     model = Model()
     producers = Producers(cluster.routing_file, model)
     producers.start()
-    time.sleep(2)
+    producers.wait_for_acks("before the commits")
     producers.finish()
     table = cluster.table()
     leader = _leader_of(cluster, "node-0")
@@ -224,10 +234,12 @@ def test_committed_offsets_survive_failover(cluster: NetnsCluster) -> None:
     assert bad.status_code == 400, bad.text
     cluster.kill(leader)
     new = _wait_new_leader(cluster, "node-0", leader)
-    deadline = time.monotonic() + 30
-    while cluster.status(new)["logs"]["node-0"]["role"] != "leader":  # the table applied
-        assert time.monotonic() < deadline, cluster.log_tail(new)
-        time.sleep(0.05)
+    _wait(  # the table applied
+        cluster,
+        lambda: cluster.status(new)["logs"]["node-0"]["role"] == "leader",
+        f"{new} leading node-0's log",
+        new,
+    )
     doc = get_json(cluster.address(new) + "/v1/consumer-groups/g1/offsets", {"topic": TOPIC})
     assert doc["offsets"] == {TOPIC: {str(p): end for p, end in ends.items()}}
     groups = get_json(cluster.address(new) + "/v1/consumer-groups", {"scope": "local"})

@@ -19,6 +19,7 @@ from urllib.parse import quote
 import requests
 
 from storage_node.server.routing_state import read_routing_file
+from tests.waiting import wait_until
 
 TOPIC = "events"
 PARTITIONS = 6
@@ -45,6 +46,7 @@ class Producers:
         self.stop = threading.Event()
         self.threads: list[threading.Thread] = []
         self.acked_at: list[float] = []  # monotonic times of acknowledgements
+        self.acked_parts: list[int] = []  # the partition of each, in the same order
 
     def start(self) -> None:
         for i in range(self.count):
@@ -88,8 +90,25 @@ class Producers:
             with self.model.lock:
                 for v, r in zip(values, answer["results"], strict=True):
                     self.model.acked[v] = (r["partition"], r["offset"], r["msg_id"])
+            self.acked_parts.append(part)
             self.acked_at.append(time.monotonic())
             seq += 1
+
+    def wait_for_acks(self, what: str, since: float | None = None, batches: int = 2) -> None:
+        """Until every partition has had `batches` batches acknowledged after `since` (now by
+        default): traffic has reached every log, whatever a fault did to it."""
+        start = time.monotonic() if since is None else since
+
+        def every_partition_written() -> bool:
+            times = list(self.acked_at)
+            parts = self.acked_parts[: len(times)]
+            counts = [0] * PARTITIONS
+            for at, part in zip(times, parts, strict=True):
+                if at > start:
+                    counts[part] += 1
+            return min(counts) >= batches
+
+        wait_until(every_partition_written, 90, f"{batches} batches per partition {what}")
 
     def _send(self, session: requests.Session, part: int, body: dict[str, Any]) -> Any:
         deadline = time.monotonic() + 90

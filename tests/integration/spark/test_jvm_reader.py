@@ -11,8 +11,6 @@ from msgstore_spark.errors import OptionError
 from msgstore_spark.jvm_reader import SOURCE_CLASS
 from pyspark.sql import functions as F
 
-pytestmark = pytest.mark.spark
-
 COLUMNS = ("topic", "partition", "offset", "key", "value", "tag", "msg_id", "timestamp")
 
 
@@ -271,3 +269,18 @@ def test_a_session_without_the_jar_is_told_how_to_get_it(endpoints, mixed_topic,
         timeout=300,
     )
     assert "MISSING" in proc.stdout and "with_msgstore_settings" in proc.stdout, proc.stderr[-2000:]
+
+
+def test_a_reader_jar_javac_cannot_build_is_a_clear_error(tmp_path, monkeypatch):
+    """Real javac over a source it rejects: ``ReaderJarMissing`` with javac's message, and no
+    jar left in the cache (a session then still starts, without ``load``)."""
+    from msgstore_spark import jvm_reader
+
+    sources = tmp_path / "jvm" / "msgstore" / "spark"
+    sources.mkdir(parents=True)
+    (sources / "Broken.java").write_text("package msgstore.spark; class Broken { int x = ; }\n")
+    monkeypatch.setattr(jvm_reader, "_SOURCES", tmp_path / "jvm")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with pytest.raises(jvm_reader.ReaderJarMissing, match="javac could not build.*Broken.java"):
+        jvm_reader.jar_path()
+    assert not list((tmp_path / "cache").rglob("*.jar"))

@@ -15,8 +15,6 @@ from pyspark.sql import functions as F
 
 from storage_node.demo.sample_data import ensure_sample_file
 
-pytestmark = pytest.mark.spark
-
 ROWS = 200_000
 
 

@@ -1,4 +1,5 @@
-"""Option parsing and the Arrow frame encoder: no Spark, no nodes, so these run in a blink."""
+"""Option parsing and the Arrow frame encoder: no Spark, no nodes, so these run in a blink
+(javac building the reader jar is tests/integration/spark/test_jvm_reader.py)."""
 
 from __future__ import annotations
 
@@ -189,18 +190,3 @@ def test_jvm_tasks_take_a_slice_of_every_partition():
     assert {r[3] for t in tasks for r in t["ranges"] if r[0] == 4} == {"http://n1:1"}
     assert len(slice_tasks(ranges, 4, min_records=100_000, max_records=10_000)) == 1
     assert len(slice_tasks(ranges, 2, min_records=1, max_records=100)) == 10  # 1000 / 100
-
-
-def test_a_reader_jar_javac_cannot_build_is_a_clear_error(tmp_path, monkeypatch):
-    """Real javac over a source it rejects: ``ReaderJarMissing`` with javac's message, and no
-    jar left in the cache (a session then still starts, without ``load``)."""
-    from msgstore_spark import jvm_reader
-
-    sources = tmp_path / "jvm" / "msgstore" / "spark"
-    sources.mkdir(parents=True)
-    (sources / "Broken.java").write_text("package msgstore.spark; class Broken { int x = ; }\n")
-    monkeypatch.setattr(jvm_reader, "_SOURCES", tmp_path / "jvm")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    with pytest.raises(jvm_reader.ReaderJarMissing, match="javac could not build.*Broken.java"):
-        jvm_reader.jar_path()
-    assert not list((tmp_path / "cache").rglob("*.jar"))
