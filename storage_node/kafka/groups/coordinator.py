@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from storage_node.formats.names import is_valid_name
 from storage_node.kafka.groups.group import (
     ErrorCode,
     Group,
@@ -99,7 +100,7 @@ class GroupCoordinator:
         return self._update_member(group, member, req)
 
     def _check_join(self, req: JoinRequest) -> ErrorCode:
-        if not req.group_id:
+        if not is_valid_name(req.group_id):  # the store's name rule: one group namespace
             return E.INVALID_GROUP_ID
         s = self.settings
         if not s.min_session_timeout_ms <= req.session_timeout_ms <= s.max_session_timeout_ms:

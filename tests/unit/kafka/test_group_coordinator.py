@@ -191,6 +191,7 @@ def test_one_leaving_member_makes_the_other_rejoin_alone(coord, clock):
 
 def test_join_errors(coord, clock):
     assert coord.join(request(group_id="")).result().error is E.INVALID_GROUP_ID
+    assert coord.join(request(group_id="a/b")).result().error is E.INVALID_GROUP_ID
     too_short = request(session_timeout_ms=5_999)
     assert coord.join(too_short).result().error is E.INVALID_SESSION_TIMEOUT
     assert coord.join(request("made-up")).result().error is E.UNKNOWN_MEMBER_ID
