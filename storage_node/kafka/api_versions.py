@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 from kio.schema.api_versions.v0 import response as v0
@@ -31,7 +32,7 @@ def register(table: ApiTable) -> None:
             "ApiVersionsResponse",
             error_code=ErrorCode.none,
             api_keys=_versions(lambda **f: ctx.make("ApiVersion", **f), table),
-            throttle_time=0,
+            throttle_time=datetime.timedelta(0),
         )
 
     table.add(Api(key=18, name="ApiVersions", min_version=0, max_version=3, handler=handle))

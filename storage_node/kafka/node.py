@@ -73,3 +73,41 @@ def split_host_port(address: str) -> tuple[str, int]:
 def _http_host(url: str) -> str:
     rest = url.split("://", 1)[-1]
     return split_host_port(rest)[0] if ":" in rest else rest.rstrip("/")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a partition is served: the leader's broker id (-1 when unknown), the leader
+    epoch (the replicated log's epoch; 0 without replication) and the replicas' broker ids."""
+
+    leader: int
+    epoch: int
+    replicas: tuple[int, ...]
+
+
+def topic_id(name: str) -> uuid.UUID:
+    """A topic's id: stable for its name (a topic deleted and created again keeps its id)."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, "msgstore-topic:" + name)
+
+
+def placements(node: KafkaNode, topic: str, partitions: int) -> list[Placement]:
+    """Every partition's placement, read from the routing table (this node for all of them
+    when it has none)."""
+    table = node.runtime.routing.current()
+    ids = {b.node_id: b.broker_id for b in node.brokers()}
+    route = table.topics.get(topic)
+    out = []
+    for p in range(partitions):
+        owner = route.owners[p] if route is not None and p < route.partitions else None
+        if owner is None:
+            me = ids.get(node.runtime.settings.node_id, 0)
+            out.append(Placement(me, 0, (me,)))
+            continue
+        log_route = table.logs.get(owner)
+        if log_route is None:
+            leader = ids.get(owner, -1)
+            out.append(Placement(leader, 0, (leader,)))
+        else:
+            replicas = tuple(ids.get(r, -1) for r in log_route.replicas)
+            out.append(Placement(ids.get(log_route.leader, -1), log_route.epoch, replicas))
+    return out

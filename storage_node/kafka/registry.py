@@ -35,11 +35,11 @@ class RequestContext:
     node: Any  # the KafkaNode of the listener (runtime, broker identity)
     response_module: ModuleType = field(repr=False)
 
-    def make(self, name: str, **fields: Any) -> Any:
-        """An entity of the answer's schema (of this request's version) named ``name``, with
+    def make(self, entity: str, /, **fields: Any) -> Any:
+        """An entity of the answer's schema (of this request's version) named ``entity``, with
         the given fields the version has (the others are dropped: one call site serves
         every version)."""
-        return make(getattr(self.response_module, name), **fields)
+        return make(getattr(self.response_module, entity), **fields)
 
 
 def make(cls: type, **fields: Any) -> Any:
