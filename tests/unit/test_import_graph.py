@@ -45,6 +45,9 @@ LAYERS: dict[str, int] = {
     "storage_node.replication": 3,  # uses store and wire; the server's routes use it
     "storage_node.server": 4,
     "storage_node.client": 4,
+    # the Kafka listener: a front end beside the HTTP routes, over the node's runtime
+    # (server.runtime); server.serve starts it
+    "storage_node.kafka": 4,
     "storage_node.cli": 5,
     "storage_node.demo": 5,
     "msgstore_spark": 5,

@@ -1,0 +1,8 @@
+"""The one list of handler modules the listener loads (each has ``register(table)``; see the
+package docstring). Add a module here to serve its APIs."""
+
+from __future__ import annotations
+
+from storage_node.kafka import api_versions, metadata
+
+HANDLER_MODULES = (api_versions, metadata)
