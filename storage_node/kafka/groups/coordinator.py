@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from storage_node.formats.names import is_valid_name
 from storage_node.kafka.groups.group import (
     ErrorCode,
     Group,
     GroupDescription,
+    GroupListing,
+    GroupSettings,
     GroupState,
     JoinRequest,
     JoinResult,
@@ -39,24 +40,6 @@ from storage_node.kafka.groups.group import (
 
 E = ErrorCode
 S = GroupState
-
-
-@dataclass(frozen=True)
-class GroupSettings:
-    """Kafka's broker defaults (group.min/max.session.timeout.ms,
-    group.initial.rebalance.delay.ms); ``max_members`` bounds a group's memory."""
-
-    min_session_timeout_ms: int = 6_000
-    max_session_timeout_ms: int = 1_800_000
-    initial_rebalance_delay_ms: int = 3_000
-    max_members: int = 10_000
-
-
-@dataclass(frozen=True)
-class GroupListing:
-    group_id: str
-    protocol_type: str
-    state: GroupState
 
 
 class GroupCoordinator:

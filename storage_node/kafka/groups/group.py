@@ -93,6 +93,24 @@ class Reply(Generic[T]):
 
 
 @dataclass(frozen=True)
+class GroupSettings:
+    """Kafka's broker defaults (group.min/max.session.timeout.ms,
+    group.initial.rebalance.delay.ms); ``max_members`` bounds a group's memory."""
+
+    min_session_timeout_ms: int = 6_000
+    max_session_timeout_ms: int = 1_800_000
+    initial_rebalance_delay_ms: int = 3_000
+    max_members: int = 10_000
+
+
+@dataclass(frozen=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: GroupState
+
+
+@dataclass(frozen=True)
 class JoinRequest:
     group_id: str
     member_id: str

@@ -50,7 +50,9 @@ async def find_coordinator(ctx: RequestContext, req: Any) -> Any:
     key_type = getattr(req, "key_type", 0)
     answers = [_coordinator(ctx, key, key_type) for key in keys]
     if ctx.api_version >= 4:
-        found = tuple(ctx.make("Coordinator", key=k, **a) for k, a in zip(keys, answers))
+        found = tuple(
+            ctx.make("Coordinator", key=k, **a) for k, a in zip(keys, answers, strict=True)
+        )
         return ctx.make("FindCoordinatorResponse", throttle_time=NO_THROTTLE, coordinators=found)
     return ctx.make("FindCoordinatorResponse", throttle_time=NO_THROTTLE, **answers[0])
 
@@ -165,15 +167,18 @@ async def leave_group(ctx: RequestContext, req: Any) -> Any:
     else:
         leaving = [(req.member_id, None)]
     error = ng.check(req.group_id)
+    answers: list[ErrorCode]
     if error is not E.NONE:
         answers = [error] * len(leaving)
     else:
         answers = ng.coordinator.leave(req.group_id, [member_id for member_id, _ in leaving])
     if ctx.api_version < 3:
-        return ctx.make("LeaveGroupResponse", throttle_time=NO_THROTTLE, error_code=code(answers[0]))
+        return ctx.make(
+            "LeaveGroupResponse", throttle_time=NO_THROTTLE, error_code=code(answers[0])
+        )
     members = tuple(
         ctx.make("MemberResponse", member_id=m, group_instance_id=i, error_code=code(a))
-        for (m, i), a in zip(leaving, answers)
+        for (m, i), a in zip(leaving, answers, strict=True)
     )
     top = error if error is not E.NONE else E.NONE
     return ctx.make(
@@ -190,6 +195,7 @@ async def offset_commit(ctx: RequestContext, req: Any) -> Any:
         generation = getattr(req, "generation_id_or_member_epoch", -1)
         error = ng.coordinator.check_commit(group, generation, getattr(req, "member_id", ""))
     wanted = [(t.name, p) for t in req.topics for p in t.partitions]
+    outcomes: list[ErrorCode]
     if error is not E.NONE:
         outcomes = [error] * len(wanted)
     else:
@@ -200,7 +206,7 @@ async def offset_commit(ctx: RequestContext, req: Any) -> Any:
             )
         )
     by_topic: dict[str, list[Any]] = {}
-    for (topic, p), outcome in zip(wanted, outcomes):
+    for (topic, p), outcome in zip(wanted, outcomes, strict=True):
         by_topic.setdefault(topic, []).append(
             ctx.make(
                 "OffsetCommitResponsePartition",
@@ -265,7 +271,9 @@ async def _fetch_offsets(
                 offset = committed.offsets.get(topic, {}).get(p, -1)
             parts.append(
                 ctx.make(
-                    partition_cls, partition_index=p, committed_offset=offset,
+                    partition_cls,
+                    partition_index=p,
+                    committed_offset=offset,
                     committed_leader_epoch=-1,
                     metadata=ng.metadata_of(group, topic, p, offset) if offset >= 0 else "",
                     error_code=code(partition_error),
@@ -291,8 +299,13 @@ async def list_groups(ctx: RequestContext, req: Any) -> Any:
     states = {s.lower() for s in getattr(req, "states_filter", ())}
     types = {t.lower() for t in getattr(req, "types_filter", ())}
     groups = tuple(
-        ctx.make("ListedGroup", group_id=name, protocol_type=ptype, group_state=state,
-                 group_type="classic")  # fmt: skip
+        ctx.make(
+            "ListedGroup",
+            group_id=name,
+            protocol_type=ptype,
+            group_state=state,
+            group_type="classic",
+        )  # fmt: skip
         for name, (ptype, state) in sorted(listed.items())
         if ng.coordinator_node(name) == me
         and (not states or state.lower() in states)
@@ -315,8 +328,12 @@ async def describe_groups(ctx: RequestContext, req: Any) -> Any:
             state, ptype, pdata = desc.state.value, desc.protocol_type, desc.protocol_name
             members = tuple(
                 ctx.make(
-                    "DescribedGroupMember", member_id=m.member_id, group_instance_id=m.instance_id,
-                    client_id=m.client_id, client_host=m.client_host, member_metadata=m.metadata,
+                    "DescribedGroupMember",
+                    member_id=m.member_id,
+                    group_instance_id=m.instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    member_metadata=m.metadata,
                     member_assignment=m.assignment,
                 )  # fmt: skip
                 for m in desc.members
@@ -328,8 +345,13 @@ async def describe_groups(ctx: RequestContext, req: Any) -> Any:
                 state, ptype = GroupState.EMPTY.value, "consumer"
         described.append(
             ctx.make(
-                "DescribedGroup", error_code=code(error), group_id=group, group_state=state,
-                protocol_type=ptype, protocol_data=pdata, members=members,
+                "DescribedGroup",
+                error_code=code(error),
+                group_id=group,
+                group_state=state,
+                protocol_type=ptype,
+                protocol_data=pdata,
+                members=members,
                 authorized_operations=NO_OPERATIONS,
             )  # fmt: skip
         )

@@ -83,7 +83,12 @@ class NodeGroups:
         (a waiting JoinGroup is what moves a rebalance on when members stay away)."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
-        reply.on_settled(lambda _v: done.done() or done.set_result(None))
+
+        def wake(_value: T) -> None:
+            if not done.done():
+                done.set_result(None)
+
+        reply.on_settled(wake)
         while not reply.settled:
             deadline = self.coordinator.next_deadline()
             timeout = None if deadline is None else max(0, deadline - monotonic_ms()) / 1000
