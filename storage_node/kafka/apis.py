@@ -3,6 +3,6 @@ package docstring). Add a module here to serve its APIs."""
 
 from __future__ import annotations
 
-from storage_node.kafka import api_versions, metadata
+from storage_node.kafka import api_versions, fetch, list_offsets, metadata, produce
 
-HANDLER_MODULES = (api_versions, metadata)
+HANDLER_MODULES = (api_versions, metadata, produce, fetch, list_offsets)
