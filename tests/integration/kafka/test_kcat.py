@@ -4,8 +4,8 @@ back byte for byte, and the records seen through msgstore's own API."""
 from __future__ import annotations
 
 import json
-import subprocess
 import random
+import subprocess
 from pathlib import Path
 
 import pytest
