@@ -3,7 +3,7 @@ package docstring). Add a module here to serve its APIs."""
 
 from __future__ import annotations
 
-from storage_node.kafka import api_versions, metadata
+from storage_node.kafka import api_versions, fetch, list_offsets, metadata, produce
 from storage_node.kafka.groups import handlers as groups
 
-HANDLER_MODULES = (api_versions, metadata, groups)
+HANDLER_MODULES = (api_versions, metadata, produce, fetch, list_offsets, groups)
