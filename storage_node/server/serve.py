@@ -125,9 +125,8 @@ async def serve(settings: NodeSettings) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    open_task = loop.run_in_executor(None, _open_store, runtime)
     exit_code = 0
-    try:
+    try:  # before the store opens: a node that answers ready serves Kafka too
         kafka = await _start_kafka(runtime)
     except OSError as err:  # the Kafka port is taken: stop as a failed start
         kafka = None
@@ -135,6 +134,7 @@ async def serve(settings: NodeSettings) -> int:
         log.error("%s", runtime.startup_error)
         exit_code = 1
         stop.set()
+    open_task = loop.run_in_executor(None, _open_store, runtime)
     watcher = asyncio.create_task(_routing_watch(runtime, app))
     tls_watcher = asyncio.create_task(_tls_watch(runtime, tls)) if tls else None
     stop_task = asyncio.create_task(stop.wait())
