@@ -85,6 +85,29 @@ class NotOwner(MsgStoreError):
     status = 421
 
 
+class NotLeader(NotOwner):
+    """This node does not serve the partition (or log): another node leads it. Carries the
+    leader's node id and address (None when unknown) and the log's leader epoch (0 for a
+    node without replicated logs), so any front end can redirect; on the HTTP wire it is the
+    421 ``wrong_node`` answer, with only the details given as keywords."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        leader_id: str | None = None,
+        leader_address: str | None = None,
+        epoch: int = 0,
+        **details: object,
+    ) -> None:
+        super().__init__(message, **details)
+        # rebuilt from a wire answer (a client): the details name the owner
+        owner_id, owner = details.get("owner_id"), details.get("owner")
+        self.leader_id = leader_id or (owner_id if isinstance(owner_id, str) else None)
+        self.leader_address = leader_address or (owner if isinstance(owner, str) else None)
+        self.epoch = epoch
+
+
 class Unavailable(MsgStoreError):
     """The store is recovering, closing or otherwise cannot serve right now."""
 

@@ -80,7 +80,7 @@ def cmd_local_up(args: argparse.Namespace) -> int:
         min_in_sync=args.min_in_sync,
     )
     for n in nodes:
-        print(f"{n.id} {n.address} pid={n.pid} log={n.log}")
+        print(f"{n.id} {n.address} kafka={cluster.kafka_address(n)} pid={n.pid} log={n.log}")
     print(f"routing table: {cluster.routing_file}")
     if cluster.ca_file:
         print(f"CA certificate: {cluster.ca_file} (use --ca or MSGSTORE_CA)")
@@ -101,11 +101,12 @@ def cmd_local_status(args: argparse.Namespace) -> int:
     cluster = LocalCluster(args.data_dir)
     if not cluster.nodes:
         raise MsgStoreError(f"no local cluster in {args.data_dir} (start one with 'local up')")
-    print(f"{'NODE':<8} {'PID':>7}  {'ADDRESS':<26} HEALTH")
+    print(f"{'NODE':<8} {'PID':>7}  {'ADDRESS':<26} {'KAFKA':<21} HEALTH")
     for n in cluster.nodes:
         running = cluster.is_running(n)
         pid = str(n.pid) if running else "-"
-        print(f"{n.id:<8} {pid:>7}  {n.address:<26} {cluster.health(n)}")
+        kafka = cluster.kafka_address(n) or "-"
+        print(f"{n.id:<8} {pid:>7}  {n.address:<26} {kafka:<21} {cluster.health(n)}")
     return 0
 
 

@@ -1,7 +1,8 @@
 """The Kafka listener: every node speaks the Kafka wire protocol beside its HTTP API.
 
-A front end only: it parses a request, calls the node's store access once, and encodes the
-answer. Routing, idempotence and replication acks stay below it (the node runtime today).
+A front end only: it parses a request, calls the node's partition service
+(``storage_node.partitions``) for the store serving a partition, and encodes the answer.
+Routing, idempotence, replication acks and fencing stay below it, shared with the HTTP API.
 
 Modules
 -------

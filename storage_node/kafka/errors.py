@@ -3,6 +3,8 @@ how to act on (retry, refresh metadata, give up) for every failure the node repo
 
 from __future__ import annotations
 
+from typing import Any
+
 from kio.schema.errors import ErrorCode
 
 from storage_node.errors import (
@@ -16,6 +18,7 @@ from storage_node.errors import (
     MsgStoreError,
     NotEnoughReplicas,
     NotFound,
+    NotLeader,
     NotOwner,
     OffsetOutOfRange,
     TopicConflict,
@@ -26,6 +29,7 @@ from storage_node.errors import (
 # most specific first: the first class the error is an instance of wins
 _CODES: tuple[tuple[type[MsgStoreError], ErrorCode], ...] = (
     (UnknownTopic, ErrorCode.unknown_topic_or_partition),
+    (NotLeader, ErrorCode.not_leader_or_follower),
     (NotOwner, ErrorCode.not_leader_or_follower),
     (Fenced, ErrorCode.not_leader_or_follower),
     (MessageTooLarge, ErrorCode.message_too_large),
@@ -48,6 +52,23 @@ def error_code(exc: BaseException) -> ErrorCode:
         if isinstance(exc, cls):
             return code
     return ErrorCode.unknown_server_error
+
+
+def epoch_check(node: Any, topic: str, partitions: int, partition: int, request: Any) -> ErrorCode:
+    """A request naming the leader epoch it knows (``current_leader_epoch``, -1: none) is
+    answered FENCED_LEADER_EPOCH when the log has a newer epoch (the client must refresh its
+    metadata) and UNKNOWN_LEADER_EPOCH when the client knows a newer one than this node."""
+    from storage_node.kafka.node import placements
+
+    known = int(getattr(request, "current_leader_epoch", -1))
+    if known < 0:
+        return ErrorCode.none
+    epoch = placements(node, topic, partitions)[partition].epoch
+    if known < epoch:
+        return ErrorCode.fenced_leader_epoch
+    if known > epoch:
+        return ErrorCode.unknown_leader_epoch
+    return ErrorCode.none
 
 
 def error_message(exc: BaseException) -> str:

@@ -21,10 +21,9 @@ from kio.schema.errors import ErrorCode
 
 from storage_node.errors import MsgStoreError
 from storage_node.formats.limits import MAX_READ_MESSAGES
-from storage_node.kafka.errors import error_code
+from storage_node.kafka.errors import epoch_check, error_code
 from storage_node.kafka.records import encode_batch
 from storage_node.kafka.registry import Api, ApiTable, RequestContext
-from storage_node.server.routes_topics import get_topic_config
 from storage_node.store.columnar import ReadBatch
 
 NO_THROTTLE = datetime.timedelta(0)
@@ -89,7 +88,7 @@ def read_all(wanted: list[Wanted], max_bytes: int) -> int:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    rt = ctx.node.runtime
+    service = ctx.node.partitions
     if int(getattr(request, "session_id", 0)) != 0:
         return _answer(ctx, [], ErrorCode.fetch_session_id_not_found)
     wanted: list[Wanted] = []
@@ -98,12 +97,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             w = Wanted(t.topic, int(p.partition), int(p.fetch_offset), int(p.partition_max_bytes))
             wanted.append(w)
             try:
-                cfg = await get_topic_config(rt, w.topic)
+                cfg = await service.topic_config(w.topic)
                 if not 0 <= w.partition < cfg.partitions:
                     w.error = ErrorCode.unknown_topic_or_partition
                     continue
-                rt.routing.check_owner(w.topic, w.partition)
-                w.store = rt.store_for(w.topic, w.partition)
+                w.store = service.leader_store(w.topic, w.partition)
+                w.error = epoch_check(ctx.node, w.topic, cfg.partitions, w.partition, p)
             except MsgStoreError as exc:
                 w.error = error_code(exc)
     wait_ms = min(int(request.max_wait.total_seconds() * 1000), MAX_WAIT_MS)
@@ -111,8 +110,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     min_bytes = int(request.min_bytes)
     max_bytes = int(getattr(request, "max_bytes", 2**31 - 1))
     while True:
-        events = [rt.append_event(w.topic, w.partition) for w in wanted if w.store is not None]
-        got = await rt.in_thread(read_all, wanted, max_bytes)
+        events = [service.events.event(w.topic, w.partition) for w in wanted if w.store is not None]
+        got = await service.in_thread(read_all, wanted, max_bytes)
         left = deadline - time.monotonic()
         if got >= min_bytes or left <= 0 or not events:
             break

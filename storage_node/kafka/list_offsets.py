@@ -11,10 +11,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from storage_node.errors import MsgStoreError
-from storage_node.kafka.errors import error_code
+from storage_node.kafka.errors import epoch_check, error_code
 from storage_node.kafka.node import placements
 from storage_node.kafka.registry import Api, ApiTable, RequestContext
-from storage_node.server.routes_topics import get_topic_config
 
 NO_THROTTLE = datetime.timedelta(0)
 LATEST, EARLIEST = -1, -2
@@ -43,7 +42,7 @@ class UnsupportedQuery(MsgStoreError):
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    rt = ctx.node.runtime
+    service = ctx.node.partitions
     topics = []
     for t in request.topics:
         parts = []
@@ -51,16 +50,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             partition = int(p.partition_index)
             code, offset, stamp, epoch = ErrorCode.none, -1, -1, -1
             try:
-                cfg = await get_topic_config(rt, t.name)
+                cfg = await service.topic_config(t.name)
                 if not 0 <= partition < cfg.partitions:
                     code = ErrorCode.unknown_topic_or_partition
                 else:
-                    rt.routing.check_owner(t.name, partition)
-                    store = rt.store_for(t.name, partition)
-                    offset, stamp = await rt.in_thread(
-                        lookup, store, t.name, partition, int(p.timestamp)
-                    )
-                    epoch = placements(ctx.node, t.name, cfg.partitions)[partition].epoch
+                    store = service.leader_store(t.name, partition)
+                    code = epoch_check(ctx.node, t.name, cfg.partitions, partition, p)
+                    if code == ErrorCode.none:
+                        offset, stamp = await service.in_thread(
+                            lookup, store, t.name, partition, int(p.timestamp)
+                        )
+                        epoch = placements(ctx.node, t.name, cfg.partitions)[partition].epoch
             except UnsupportedQuery:
                 code = ErrorCode.unsupported_version
             except MsgStoreError as exc:

@@ -23,6 +23,7 @@ class KafkaNode:
 
     def __init__(self, runtime: NodeRuntime, host: str, port: int) -> None:
         self.runtime = runtime
+        self.partitions = runtime.partitions  # every store access goes through it
         settings = runtime.settings
         self.max_request_bytes = settings.max_body_bytes
         advertised = settings.kafka_advertise or f"{host}:{port}"
@@ -38,9 +39,8 @@ class KafkaNode:
             if node.id == self.runtime.settings.node_id:
                 out.append(Broker(node.id, i, self.host, self.port))
                 continue
-            kafka = getattr(node, "kafka_address", None)
-            if kafka:
-                host, port = split_host_port(kafka)
+            if node.kafka_address:
+                host, port = split_host_port(node.kafka_address)
             else:
                 host, port = _http_host(node.address), self.port
             out.append(Broker(node.id, i, host, port))

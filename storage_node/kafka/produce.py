@@ -1,7 +1,7 @@
 """Produce (key 0) and InitProducerId (key 22).
 
 Each partition's batch is checked whole (records.decode_batch), then appended through the
-same runtime calls as the HTTP produce route: the partition must be led here
+partition service, as the HTTP produce route is: the partition must be led here
 (NOT_LEADER_OR_FOLLOWER otherwise), the store group-commits it (in ``sync`` flush mode the
 answer waits for the fsync), and acks=all (-1) also waits until the log's ``minInSync``
 replicas hold it, as a ``sync`` HTTP append does. acks=1 answers once this node stored it;
@@ -17,7 +17,6 @@ log). Sequences are not required to be gap-free (no OUT_OF_ORDER_SEQUENCE_NUMBER
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import hashlib
 import logging
@@ -32,7 +31,6 @@ from storage_node.formats.packed import filled
 from storage_node.kafka.errors import error_code, error_message
 from storage_node.kafka.records import CorruptBatch, UnsupportedBatch, decode_batch
 from storage_node.kafka.registry import Api, ApiTable, RequestContext
-from storage_node.server.routes_topics import get_topic_config
 
 log = logging.getLogger("msgstore.kafka")
 NO_THROTTLE = datetime.timedelta(0)
@@ -49,15 +47,14 @@ def store_producer(producer_id: int, epoch: int, partition: int, topic: str) -> 
 
 async def produce_partition(
     ctx: RequestContext, topic: str, partition: int, records: Any, acks: int
-) -> tuple[int, int]:
-    """Append one partition's batch; (base offset, log start offset)."""
-    rt = ctx.node.runtime
-    rt.require_writable()
-    cfg = await get_topic_config(rt, topic)
+) -> int:
+    """Append one partition's batch through the partition service; its base offset."""
+    service = ctx.node.partitions
+    service.check_writable()
+    cfg = await service.topic_config(topic)
     if not 0 <= partition < cfg.partitions:
         raise UnknownPartition(f"topic {topic!r} has no partition {partition}")
-    rt.routing.check_owner(topic, partition)
-    store = rt.store_for(topic, partition)
+    service.leader_store(topic, partition)  # NotLeader before the batch is even read
     if records is None:
         raise CorruptBatch("the partition's records are null")
     batch = decode_batch(records)
@@ -67,13 +64,8 @@ async def produce_partition(
     if batch.producer_id >= 0:
         producer = store_producer(batch.producer_id, batch.producer_epoch, partition, topic)
         sequence = batch.base_sequence
-    future = store.submit_packed(topic, packed, producer_id=producer, sequence=sequence)
-    done = await asyncio.wrap_future(future)
-    if acks == -1:
-        await rt.replicated(topic, partition, store)
-    rt.notify_appended(topic, [partition])
-    first = int(done.offset_array[0])
-    return first, -1
+    done = await service.append(topic, packed, producer, sequence, wait_replicas=acks == -1)
+    return int(done.result.offset_array[0])
 
 
 class UnknownPartition(MsgStoreError):
@@ -109,7 +101,7 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
                 code, message = bad, reason
             else:
                 try:
-                    base, _start = await produce_partition(
+                    base = await produce_partition(
                         ctx, topic_data.name, int(pdata.index), pdata.records, acks
                     )
                 except MsgStoreError as exc:

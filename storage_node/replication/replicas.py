@@ -12,47 +12,23 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
-import json
 import logging
 import os
 import shutil
 import threading
-import zlib
 from typing import Any
 from urllib.parse import urlsplit
 
-from storage_node.backend.files import atomic_write
-from storage_node.errors import Fenced, NotOwner, Unavailable
+from storage_node.errors import CorruptData, Fenced, NotLeader, Unavailable
 from storage_node.formats.segment_name import parse_segment_name, segment_name
 from storage_node.replication.epochs import LeaderEpochs, check_epoch
 from storage_node.replication.follower import Follower
 from storage_node.replication.insync import InSyncTracker
+from storage_node.replication.log_identity import read_log_ip, standin_ip, write_log_ip
 from storage_node.store import Store, TopicConfig
 from storage_node.wire.routing_table import RoutingTable, TopicRoute
 
 log = logging.getLogger(__name__)
-LOG_INFO = "log.json"  # the IP the log's message IDs carry (kept across failovers)
-
-
-STANDIN_NET = int(ipaddress.IPv4Address("240.0.0.0"))  # 240.0.0.0/4: reserved, no host has one
-
-
-def standin_ip(log_id: str, log_ids: list[str]) -> str:
-    """The IP a log's message IDs carry when no node address gives it one: an address in
-    240.0.0.0/4, which no host is given, so it never equals a log's IP taken from its first
-    leader's address. Two logs of a routing table never get the same one: the logs, in
-    sorted order, each take the first free address from a hash of their name on."""
-    taken: set[int] = set()
-    mine = None
-    for name in sorted({*log_ids, log_id}):
-        slot = zlib.crc32(name.encode()) & 0x0FFFFFFF
-        while slot in taken:
-            slot = (slot + 1) & 0x0FFFFFFF
-        taken.add(slot)
-        if name == log_id:
-            mine = slot
-    assert mine is not None
-    return str(ipaddress.IPv4Address(STANDIN_NET | mine))
 
 
 class HostedLog:
@@ -79,16 +55,19 @@ class HostedLog:
                 self.store.create_topic(TopicConfig(name=name, **cfg))
 
     def remember_node_ip(self, ip: str) -> None:
-        path = os.path.join(self.dir, LOG_INFO)
-        if self.node_ip() != ip:
-            atomic_write(path, json.dumps({"node_ip": ip}).encode())
+        """Keep the IP the leader's message IDs carry (a copy's unreadable file is replaced
+        by the leader's word)."""
+        try:
+            known = self.node_ip()
+        except CorruptData:
+            known = None
+        if known != ip:
+            write_log_ip(self.dir, ip)
 
     def node_ip(self) -> str | None:
-        try:
-            with open(os.path.join(self.dir, LOG_INFO), "rb") as fh:
-                return str(json.loads(fh.read())["node_ip"])
-        except (OSError, ValueError, KeyError):
-            return None
+        """The IP of this log's message IDs; None before its first leader picked one;
+        CorruptData when log.json cannot be read."""
+        return read_log_ip(self.dir)
 
     def status(self) -> dict[str, Any]:
         log_ = self.store.log
@@ -158,12 +137,36 @@ class LogHost:
         config = dataclasses.replace(self.config, data_dir=directory)
         return HostedLog(log_id, directory, Store.open(config))
 
-    def home_store(self) -> Store | None:
-        hosted = self.logs.get(self.node_id) or next(iter(self.logs.values()), None)
+    # -- the partition service's LogSet (storage_node/partitions/log_set.py) -------------
+    offsets_in_log = True  # group commits go into the log: its copies hold them
+
+    def own_store(self) -> Store | None:
+        hosted = self.logs.get(self.node_id)
         return hosted.store if hosted is not None else None
 
-    def all_stores(self) -> list[Store]:
-        return [h.store for h in self.logs.values()]
+    def leader_store(self, log_id: str | None) -> Store:
+        return self.led(log_id or self.node_id).store
+
+    def hosted_store(self, log_id: str | None) -> Store | None:
+        hosted = self.logs.get(log_id or self.node_id)
+        return hosted.store if hosted is not None else None
+
+    def hosted_stores(self) -> list[Store]:
+        return [h.store for _i, h in sorted(self.logs.items())]
+
+    def led_logs(self) -> dict[str, Store]:
+        return {i: h.store for i, h in sorted(self.logs.items()) if h.role == "leader"}
+
+    async def copies(self, log_id: str | None, store: Store) -> int | None:
+        hosted = self.led(log_id or self.node_id)
+        tracker = hosted.tracker
+        assert tracker is not None
+        ends = store.log_ends()
+        if not ends.sync_mode:
+            return tracker.copies(ends.end)
+        copies = await tracker.wait_copies(ends.durable_end, ends.durable_end, self.ack_timeout_s)
+        self.led(log_id or self.node_id)  # not replaced meanwhile
+        return copies
 
     def close(self) -> None:
         for hosted in list(self.logs.values()):
@@ -280,7 +283,10 @@ class LogHost:
         old.close()
         directory = hosted.dir
         if start_at is not None or not _cut_log(directory, position):
-            keep = hosted.node_ip()
+            try:  # the leader's next answer names the IP again if this copy lost it
+                keep = hosted.node_ip()
+            except CorruptData:
+                keep = None
             shutil.rmtree(directory)
             os.makedirs(directory)
             if keep:
@@ -305,7 +311,14 @@ class LogHost:
             raise Unavailable(f"log {log_id!r} waits for its leader to be named", retry_after_s=1)
         if hosted is None or hosted.role != "leader":
             leader = hosted.leader if hosted is not None else None
-            raise NotOwner(f"this node does not lead log {log_id!r}", owner_id=leader)
+            route = self.table.logs.get(log_id) if self.table is not None else None
+            raise NotLeader(
+                f"this node does not lead log {log_id!r}",
+                leader_id=leader,
+                leader_address=self._address_of(leader) if leader else None,
+                epoch=route.epoch if route is not None else (hosted.epoch if hosted else 0),
+                owner_id=leader,
+            )
         if hosted.stale:
             raise Fenced(f"log {log_id!r} has a newer leader epoch than {hosted.epoch}")
         log_ = hosted.store.log

@@ -36,6 +36,15 @@ def file_params(request: web.Request) -> tuple[str, str]:
     return kind, name
 
 
+def log_param(request: web.Request) -> str | None:
+    """The optional ``log`` query parameter: one replicated log of those this node leads
+    (file and compaction routes; absent: every log it leads)."""
+    log_id = request.query.get("log") or None
+    if log_id is not None and not is_valid_name(log_id):
+        raise InvalidName(f"invalid log id {log_id!r}")
+    return log_id
+
+
 def int_value(name: str, raw: Any, low: int = 0, high: int = MAX_INT64) -> int:
     if isinstance(raw, str):
         text = raw.strip()

@@ -12,7 +12,7 @@ from aiohttp import web
 from storage_node.errors import InvalidArgument
 from storage_node.server.api_models import Drain, parse
 from storage_node.server.app_keys import metrics_of, runtime_of
-from storage_node.server.params import file_params, int_value, json_body
+from storage_node.server.params import file_params, int_value, json_body, log_param
 from storage_node.wire.message_json import file_info_to_json
 
 CRC_HEADER = "X-Msgstore-Crc32"
@@ -28,8 +28,7 @@ async def cluster(request: web.Request) -> web.Response:
 
 async def list_files(request: web.Request) -> web.Response:
     rt = runtime_of(request)
-    store = rt.require_store()
-    files = await rt.in_thread(store.list_files)
+    files = await rt.partitions.list_files(log_param(request))
     return web.json_response(
         {"node": rt.settings.node_id, "files": [file_info_to_json(f) for f in files]}
     )
@@ -37,9 +36,9 @@ async def list_files(request: web.Request) -> web.Response:
 
 async def compact(request: web.Request) -> web.Response:
     rt = runtime_of(request)
-    store = rt.require_writable()
+    log_id = log_param(request)
     started = time.perf_counter()
-    report = await rt.in_thread(store.compact_now)
+    report = await rt.partitions.compact(log_id)
     seconds = time.perf_counter() - started
     metrics_of(request).compaction_seconds.observe(seconds)
     body = json.loads(json.dumps(report, default=str))
@@ -54,8 +53,7 @@ async def drain(request: web.Request) -> web.Response:
 
 async def sealed_files(request: web.Request) -> web.Response:
     rt = runtime_of(request)
-    store = rt.require_store()
-    files = await rt.in_thread(store.sealed_files)
+    files = await rt.partitions.sealed_files(log_param(request))
     return web.json_response(
         {
             "node": rt.settings.node_id,
@@ -68,7 +66,7 @@ async def sealed_files(request: web.Request) -> web.Response:
 async def fetch_file(request: web.Request) -> web.Response:
     rt = runtime_of(request)
     kind, name = file_params(request)
-    store = rt.require_store()
+    store = await rt.partitions.file_store(kind, name, log_param(request))
     data = await rt.in_thread(store.open_sealed, kind, name)
     return web.Response(
         body=data,
@@ -80,7 +78,8 @@ async def fetch_file(request: web.Request) -> web.Response:
 async def put_compacted(request: web.Request) -> web.Response:
     rt = runtime_of(request)
     kind, name = file_params(request)
-    store = rt.require_writable()
+    rt.partitions.check_writable()
+    store = await rt.partitions.file_store(kind, name, log_param(request))
     raw_crc = request.headers.get(CRC_HEADER)
     if raw_crc is None:
         raise InvalidArgument(f"the {CRC_HEADER} header (CRC-32 of the body) is required")

@@ -10,14 +10,13 @@ from __future__ import annotations
 from aiohttp import web
 
 from storage_node.server.app_keys import runtime_of
+from storage_node.server.params import log_param
 from storage_node.wire.message_json import file_info_to_json
 
 
 async def seal(request: web.Request) -> web.Response:
     rt = runtime_of(request)
-    store = rt.require_writable()
-    await rt.in_thread(store.seal_active)
-    files = await rt.in_thread(store.sealed_files)
+    files = await rt.partitions.seal(log_param(request))
     return web.json_response(
         {"node": rt.settings.node_id, "sealed": [file_info_to_json(f) for f in files]}
     )

@@ -22,13 +22,8 @@ async def commit_offset(request: web.Request) -> web.Response:
     cfg = await get_topic_config(rt, topic)
     if partition >= cfg.partitions:
         raise InvalidArgument(f"partition {partition} does not exist in topic {topic!r}")
-    rt.routing.check_owner(topic, partition)
-    rt.require_writable()
-    store = rt.store_for(topic, partition)
     # a replicated log writes the commit into the log, so its copies hold it (failover)
-    in_log = rt.routing.log_of(topic, partition) is not None and rt.replicas is not None
-    await rt.in_thread(store.commit_offset, group, topic, partition, offset, in_log)
-    copies = await rt.replicated(topic, partition, store)
+    copies = await rt.partitions.commit_offset(group, topic, partition, offset)
     return web.json_response(
         {"group": group, "topic": topic, "partition": partition, "offset": offset},
         headers={H_COPIES: str(copies)} if copies is not None else None,
@@ -43,11 +38,8 @@ async def committed_offsets(request: web.Request) -> web.Response:
     if topic is not None:
         check_topic_name(topic)
         await get_topic_config(rt, topic)
-    offsets: dict[str, dict[str, int]] = {}
-    for store in rt.read_stores():  # with replicated logs: every log this node leads
-        local = await rt.in_thread(store.committed_offsets, group, topic)
-        for t, parts in local.items():
-            offsets.setdefault(t, {}).update({str(p): o for p, o in parts.items()})
+    local = await rt.partitions.committed_offsets(group, topic)  # every log led here
+    offsets = {t: {str(p): o for p, o in parts.items()} for t, parts in local.items()}
     unreachable: list[str] = []
     if scope == "cluster":
         params = {"scope": "local"}
@@ -63,9 +55,7 @@ async def committed_offsets(request: web.Request) -> web.Response:
 async def list_groups(request: web.Request) -> web.Response:
     rt = runtime_of(request)
     scope = scope_param(request)
-    groups: set[str] = set()
-    for store in rt.read_stores():
-        groups.update(await rt.in_thread(store.consumer_groups))
+    groups = await rt.partitions.consumer_groups()
     unreachable: list[str] = []
     if scope == "cluster":
         answers, unreachable = await peer_documents(rt, "/v1/consumer-groups", {"scope": "local"})

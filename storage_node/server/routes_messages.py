@@ -25,8 +25,7 @@ from storage_node.server.params import json_body, path_int, query_int, scope_par
 from storage_node.server.peer_fanout import peer_documents
 from storage_node.server.routes_topics import get_topic_config
 from storage_node.server.runtime import NodeRuntime
-from storage_node.store import Message, PackedBatch
-from storage_node.store.columnar import ReadBatch
+from storage_node.store import Message, PackedBatch, ReadBatch
 from storage_node.wire.append_answer import encode_append_answer
 from storage_node.wire.batch_codec import CONTENT_TYPE as BATCH_CONTENT_TYPE
 from storage_node.wire.batch_codec import (
@@ -89,7 +88,7 @@ async def produce(request: web.Request) -> web.Response:
     rt = runtime_of(request)
     metrics = metrics_of(request)
     topic = topic_param(request)
-    store = rt.require_writable()
+    rt.partitions.check_writable()
     content_type = request.content_type
     if content_type not in (BATCH_CONTENT_TYPE, "application/json"):
         raise web.HTTPUnsupportedMediaType(
@@ -109,16 +108,12 @@ async def produce(request: web.Request) -> web.Response:
     else:
         batch, producer_id, sequence = decode_json_batch(body, rt.settings.max_batch_messages)
     batch.partitions = _assign_packed_partitions(rt, topic, cfg.partitions, batch)
-    first_partition = int(batch.partitions[0])
-    store = rt.store_for(topic, first_partition)  # a replicated log's store (one log a batch)
     value_bytes = batch.values.nbytes
     started = time.perf_counter()
-    # packed columns straight into the store: no object per message
-    future = store.submit_packed(topic, batch, producer_id=producer_id, sequence=sequence)
-    done = await asyncio.wrap_future(future)
-    copies = await rt.replicated(topic, first_partition, store)
+    # packed columns straight into the partition's log: no object per message
+    appended = await rt.partitions.append(topic, batch, producer_id, sequence)
+    done, copies = appended.result, appended.copies
     extra = {H_COPIES: str(copies)} if copies is not None else None
-    rt.notify_appended(topic, np.unique(batch.partitions).tolist())
     metrics.append_seconds.observe(time.perf_counter() - started)
     metrics.append_batches.labels("binary" if binary else "json").inc()
     metrics.appended_messages.inc(len(done))
@@ -150,8 +145,7 @@ async def read_partition(request: web.Request) -> web.StreamResponse:
         raise InvalidArgument(
             f"partition {partition} does not exist: topic {topic!r} has {cfg.partitions}"
         )
-    rt.routing.check_owner(topic, partition)
-    store = rt.store_for(topic, partition)
+    store = rt.partitions.leader_store(topic, partition)
     offset = query_int(request, "offset", None)
     start_time = query_int(request, "start_time", None)
     end_time = query_int(request, "end_time", None)
@@ -159,6 +153,7 @@ async def read_partition(request: web.Request) -> web.StreamResponse:
         raise InvalidArgument("give either offset or start_time, not both")
     max_messages = query_int(request, "max_messages", 100, 1, MAX_READ_MESSAGES)
     max_bytes = query_int(request, "max_bytes", 1024 * 1024, 1, MAX_READ_BYTES)
+    assert max_messages is not None and max_bytes is not None
     tag = request.query.get("tag") or None
     wait_ms = query_int(request, "wait_ms", 0, 0, MAX_WAIT_MS)
     binary = accepts_read_columns(request.headers.get("Accept"))
@@ -197,7 +192,7 @@ async def read_partition(request: web.Request) -> web.StreamResponse:
             doc["end_reached"] = end_reached
         return doc
 
-    appended = rt.append_event(topic, partition)  # taken first: no append slips between
+    appended = rt.partitions.events.event(topic, partition)  # taken first: no append slips between
     answer = await rt.in_thread(work)
     if not found[0] and wait_ms:
         # a long poll: nothing yet, so wait for the next append (or the time) and read again
@@ -219,22 +214,18 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     doc = await json_body(request)
     cfg = await get_topic_config(rt, topic)
     positions, max_messages, max_bytes, wait_ms, tag = _fetch_args(doc, cfg.partitions)
-    for p in positions:
-        rt.routing.check_owner(topic, p)
-    # the partitions by the store holding them: a replicated log this node took over from
-    # another node has a store of its own here (as read_partition finds it)
-    by_store: dict[int, tuple[Any, dict[int, int | None]]] = {}
-    for p, offset in positions.items():
-        store = rt.store_for(topic, p)
-        by_store.setdefault(id(store), (store, {}))[1][p] = offset
+    # the partitions by the store serving them: a replicated log this node took over from
+    # another node has a store of its own here
+    groups = rt.partitions.stores_for(topic, positions)
     binary = accepts_read_columns(request.headers.get("Accept"))
 
     def work() -> tuple[int, dict[int, ReadBatch], bytes]:
         # one pass over each log for its partitions: a frame holds rows of several of them;
         # the binary answer is framed here too, off the event loop (megabytes are copied)
         read: dict[int, ReadBatch] = {}
-        for store, group in by_store.values():
-            read.update(store.reads.fetch_columns(topic, group, max_messages, max_bytes, tag))
+        for store, group in groups:
+            wanted = {p: positions[p] for p in group}
+            read.update(store.fetch_columns(topic, wanted, max_messages, max_bytes, tag))
         pages = {p: read[p] for p in positions}
         body = b""
         if binary:
@@ -243,7 +234,9 @@ async def fetch(request: web.Request) -> web.StreamResponse:
             )
         return sum(map(len, pages.values())), pages, body
 
-    events = [rt.append_event(topic, p) for p in positions]  # taken first, as read_partition
+    events = [
+        rt.partitions.events.event(topic, p) for p in positions
+    ]  # taken first, as read_partition
     found, pages, body = await rt.in_thread(work)
     if not found and wait_ms:
         waits = [asyncio.ensure_future(e.wait()) for e in events]
@@ -390,7 +383,7 @@ async def lookup_key(request: web.Request) -> web.StreamResponse:
     binary = accepts_read_columns(request.headers.get("Accept"))
     messages = []
     limit_reached = False
-    for store in rt.read_stores():  # every log this node leads
+    for store in rt.partitions.lookup_stores():  # every log this node leads
         result = await rt.in_thread(store.lookup_key, topic, key, begin, end, max_count)
         messages.extend(result.messages)
         limit_reached = limit_reached or bool(result.limit_reached)
@@ -423,14 +416,11 @@ async def get_message(request: web.Request) -> web.Response:
     rt = runtime_of(request)
     msg_id = request.match_info["msg_id"]
     scope = scope_param(request)
-    for store in rt.read_stores():  # every log this node leads
-        try:
-            message = await rt.in_thread(store.get_message, msg_id)
-            return web.json_response(message_to_json(message))
-        except NotFound:
-            pass
-    if scope == "local":
-        raise NotFound(f"no message with ID {msg_id!r}", msg_id=msg_id)
+    try:  # every log this node leads
+        return web.json_response(message_to_json(await rt.partitions.get_message(msg_id)))
+    except NotFound:
+        if scope == "local":
+            raise
     answers, unreachable = await peer_documents(rt, request.rel_url.raw_path, {"scope": "local"})
     for answer in answers:
         if isinstance(answer, dict):

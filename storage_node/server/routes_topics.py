@@ -20,6 +20,7 @@ from storage_node.server.app_keys import runtime_of
 from storage_node.server.params import json_body, scope_param, topic_param
 from storage_node.server.peer_fanout import ask_peers, failure_reason
 from storage_node.server.runtime import NodeRuntime
+from storage_node.store import TopicConfig
 from storage_node.wire.message_json import topic_config_to_json
 
 
@@ -27,40 +28,22 @@ def parse_topic_body(body: Any) -> dict[str, Any]:
     return parse(TopicSpec, body).model_dump()
 
 
-def topic_with_owners(rt: NodeRuntime, cfg: Any) -> dict[str, Any]:
+def topic_with_owners(rt: NodeRuntime, cfg: TopicConfig) -> dict[str, Any]:
     doc = topic_config_to_json(cfg)
     route = rt.routing.current().topics.get(cfg.name)
     doc["owners"] = list(route.owners) if route else [rt.settings.node_id] * cfg.partitions
     return doc
 
 
-async def get_topic_config(rt: NodeRuntime, topic: str) -> Any:
+async def get_topic_config(rt: NodeRuntime, topic: str) -> TopicConfig:
     """The topic's config; a topic only in the routing table is created locally first."""
-    store = rt.require_store()
-    try:
-        cfg = store.get_topic(topic)
-    except UnknownTopic:
-        rt.routing.refresh_if_changed()
-        if rt.routing.route(topic) is None:
-            raise
-        await rt.in_thread(rt.sync_topics_from_routing)
-        return store.get_topic(topic)
-    route = rt.routing.route(topic)
-    if route is not None and route.partitions != cfg.partitions:  # grown elsewhere
-        rt.routing.refresh_if_changed()
-        route = rt.routing.route(topic)
-        if route is not None and route.partitions > cfg.partitions:
-            await rt.in_thread(rt.sync_topics_from_routing)
-            cfg = store.get_topic(topic)
-    return cfg
+    return await rt.partitions.topic_config(topic)
 
 
 async def create_topic(request: web.Request) -> web.Response:
     rt = runtime_of(request)
-    store = rt.require_writable()
+    rt.partitions.check_writable()
     spec = parse_topic_body(await json_body(request))
-    from storage_node.store import TopicConfig
-
     cfg = TopicConfig(**spec)
     created_route = False
     down: dict[str, str] = {}
@@ -70,7 +53,7 @@ async def create_topic(request: web.Request) -> web.Response:
             down = await _unready_peers(rt)
         await rt.in_thread(rt.routing.add_topic, cfg, frozenset(down))
         created_route = before is None
-    created = await rt.in_thread(store.create_topic, cfg)
+    created = await rt.partitions.create_topic(cfg)
     status = 201 if (created or created_route) else 200
     doc = topic_with_owners(rt, cfg)
     if down:
@@ -87,10 +70,10 @@ async def _unready_peers(rt: NodeRuntime) -> dict[str, str]:
 
 async def list_topics(request: web.Request) -> web.Response:
     rt = runtime_of(request)
-    store = rt.require_store()
+    rt.partitions.catalog()  # 503 while opening
     rt.routing.refresh_if_changed()
     await rt.in_thread(rt.sync_topics_from_routing)
-    topics = sorted(store.list_topics(), key=lambda t: t.name)
+    topics = sorted(rt.partitions.list_topics(), key=lambda t: t.name)
     return web.json_response({"topics": [topic_with_owners(rt, t) for t in topics]})
 
 
@@ -99,7 +82,7 @@ async def describe_topic(request: web.Request) -> web.Response:
     topic = topic_param(request)
     scope = scope_param(request)
     cfg = await get_topic_config(rt, topic)
-    local = await rt.in_thread(rt.served_offsets, topic, cfg.partitions)
+    local = await rt.in_thread(rt.partitions.partition_offsets, topic, cfg.partitions)
     doc = topic_with_owners(rt, cfg)
     table = rt.routing.current()
     infos: list[dict[str, Any]] = []
@@ -170,14 +153,14 @@ async def delete_topic(request: web.Request) -> web.Response:
     rt = runtime_of(request)
     topic = topic_param(request)
     scope = scope_param(request)
-    store = rt.require_writable()
+    rt.partitions.check_writable()
     rt.routing.refresh_if_changed()  # a peer asked: the file no longer routes the topic
     if rt.routing.standalone or scope == "local":
-        await rt.in_thread(store.delete_topic, topic)
+        await rt.partitions.delete_topic(topic)
         return web.json_response({"name": topic, "deleted": True, "pending_nodes": {}})
     await rt.in_thread(rt.routing.remove_topic, topic)
     try:
-        await rt.in_thread(store.delete_topic, topic)
+        await rt.partitions.delete_topic(topic)
     except UnknownTopic:
         pass  # routed but never created here
     done, failed = await _each_peer(rt, "DELETE", request.rel_url.raw_path)
@@ -192,7 +175,7 @@ async def add_partitions(request: web.Request) -> web.Response:
     topic = topic_param(request)
     scope = scope_param(request)
     partitions = parse(TopicPartitions, await json_body(request)).partitions
-    store = rt.require_writable()
+    rt.partitions.check_writable()
     rt.routing.refresh_if_changed()
     before = await get_topic_config(rt, topic)
     failed: dict[str, str] = {}
@@ -201,12 +184,12 @@ async def add_partitions(request: web.Request) -> web.Response:
         if partitions > before.partitions:
             down = await _unready_peers(rt)
         await rt.in_thread(rt.routing.grow_topic, topic, partitions, frozenset(down))
-        cfg = await rt.in_thread(store.add_partitions, topic, partitions)
+        cfg = await rt.partitions.add_partitions(topic, partitions)
         if partitions > before.partitions:
             body = {"partitions": partitions}
             _done, failed = await _each_peer(rt, "POST", request.rel_url.raw_path, body)
     else:
-        cfg = await rt.in_thread(store.add_partitions, topic, partitions)
+        cfg = await rt.partitions.add_partitions(topic, partitions)
     doc = topic_with_owners(rt, cfg)
     doc["previous_partitions"] = before.partitions
     doc["pending_nodes"] = failed

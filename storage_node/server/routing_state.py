@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from storage_node.errors import InvalidArgument, NotOwner, TopicConflict, UnknownTopic
+from storage_node.errors import InvalidArgument, NotLeader, TopicConflict, UnknownTopic
 from storage_node.store.topics import adds_partitions
 from storage_node.wire.routing_table import (
     RoutingTable,
@@ -149,7 +149,7 @@ class RoutingState:
         return route
 
     def check_owner(self, topic: str, partition: int) -> None:
-        """Raise NotOwner (421) naming the owner if another node owns the partition."""
+        """Raise NotLeader (421) naming the owner if another node owns the partition."""
         route = self.route(topic)
         if route is None or not 0 <= partition < route.partitions:
             return  # not routed: this node serves it (or the store rejects the partition)
@@ -160,10 +160,14 @@ class RoutingState:
             self.check_owner(topic, partition)
             return
         address = self.table.node_address(owner)
-        raise NotOwner(
+        log_route = self.table.logs.get(route.owners[partition])
+        raise NotLeader(
             f"partition {partition} of topic {topic!r} is owned by node {owner!r} at {address}",
             topic=topic,
             partition=partition,
+            leader_id=owner,
+            leader_address=address,
+            epoch=log_route.epoch if log_route is not None else 0,
             owner=address,
             owner_id=owner,
         )

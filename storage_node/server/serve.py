@@ -56,6 +56,7 @@ async def _tls_watch(runtime: NodeRuntime, tls: ReloadingServerContext) -> None:
 
 
 def _open_store(runtime: NodeRuntime) -> None:
+    from storage_node.partitions import SingleLog
     from storage_node.store import Store
 
     settings = runtime.settings
@@ -75,9 +76,9 @@ def _open_store(runtime: NodeRuntime) -> None:
         )
         host.apply(table)
         runtime.replicas = host
-        runtime.store = host.home_store()
-    else:
-        runtime.store = Store.open(build_store_config(settings))
+        runtime.partitions.attach(host)
+    else:  # one log of factor 1, served through the same partition service
+        runtime.partitions.attach(SingleLog(Store.open(build_store_config(settings))))
     runtime.sync_topics_from_routing()
 
 
@@ -125,9 +126,8 @@ async def serve(settings: NodeSettings) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    open_task = loop.run_in_executor(None, _open_store, runtime)
     exit_code = 0
-    try:
+    try:  # before the store opens: a node that answers ready serves Kafka too
         kafka = await _start_kafka(runtime)
     except OSError as err:  # the Kafka port is taken: stop as a failed start
         kafka = None
@@ -135,6 +135,7 @@ async def serve(settings: NodeSettings) -> int:
         log.error("%s", runtime.startup_error)
         exit_code = 1
         stop.set()
+    open_task = loop.run_in_executor(None, _open_store, runtime)
     watcher = asyncio.create_task(_routing_watch(runtime, app))
     tls_watcher = asyncio.create_task(_tls_watch(runtime, tls)) if tls else None
     stop_task = asyncio.create_task(stop.wait())
@@ -163,12 +164,9 @@ async def serve(settings: NodeSettings) -> int:
     if not open_task.done():
         with contextlib.suppress(Exception):
             await open_task
-    if runtime.replicas is not None:
-        await loop.run_in_executor(None, runtime.replicas.close)
-        log.info("stores closed cleanly")
-    elif runtime.store is not None:
-        await loop.run_in_executor(None, runtime.store.close)
-        log.info("store closed cleanly")
+    if runtime.partitions.logs is not None:
+        await loop.run_in_executor(None, runtime.partitions.close)
+        log.info("stores closed cleanly" if runtime.replicas else "store closed cleanly")
     await runtime.close()
     return exit_code
 

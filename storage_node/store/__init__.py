@@ -2,12 +2,14 @@
 
 from storage_node.formats.packed import PackedBatch, PackedColumn
 from storage_node.formats.partitioning import partition_for_key
+from storage_node.store.columnar import ReadBatch
 from storage_node.store.config import StoreConfig
 from storage_node.store.store import Store
 from storage_node.store.types import (
     AppendColumns,
     AppendResult,
     FileInfo,
+    LogEnds,
     LookupResult,
     Message,
     MessageIn,
@@ -19,11 +21,13 @@ __all__ = [
     "AppendColumns",
     "AppendResult",
     "FileInfo",
+    "LogEnds",
     "LookupResult",
     "Message",
     "MessageIn",
     "PackedBatch",
     "PackedColumn",
+    "ReadBatch",
     "ReadResult",
     "Store",
     "StoreConfig",

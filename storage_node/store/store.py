@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 
 from storage_node.backend.files import ensure_dir
 from storage_node.backend.objectstore import ObjectStore, open_object_store
@@ -29,6 +30,7 @@ from storage_node.store.config import StoreConfig
 from storage_node.store.consumer_groups import ConsumerGroups
 from storage_node.store.directory_lock import DirectoryLock
 from storage_node.store.group_commit import GroupCommit
+from storage_node.store.log_surface import LogSurface
 from storage_node.store.maintenance import Maintenance
 from storage_node.store.offsets import OffsetStore, commit_frames
 from storage_node.store.parts import Parts, Shared
@@ -53,7 +55,7 @@ from storage_node.store.types import (
 __all__ = ["MAX_LOOKUP", "MAX_READ_MESSAGES", "Store"]
 
 
-class Store:
+class Store(LogSurface):
     """One node's segment store. Thread-safe; open with ``Store.open(config)``."""
 
     def __init__(self, config: StoreConfig) -> None:
@@ -65,6 +67,7 @@ class Store:
         self._dir_lock = DirectoryLock(root)
         self.ready = False
         self._closed = False
+        self._written_hook: Callable[[], None] | None = None  # subscribe_written
         self._lock = threading.RLock()  # the append lock
         self._ckpt_lock = threading.Lock()
         self.checkpoint_path = os.path.join(root, "checkpoint")
@@ -130,6 +133,7 @@ class Store:
     def _use(self, parts: Parts) -> None:
         """Serve from ``parts`` (a new build after a failed write)."""
         self.parts = parts
+        parts.log.on_written = self._written_hook
         self.log, self.keyidx, self.msgids = parts.log, parts.keyidx, parts.msgids
         self.queues, self.dedup, self.appender = parts.queues, parts.dedup, parts.appender
         self.reads, self.checkpointer = parts.reads, parts.checkpointer
@@ -288,6 +292,19 @@ class Store:
 
     def get_message(self, msg_id: str) -> Message:
         return self.reads.get_message(msg_id)
+
+    def fetch_columns(
+        self,
+        topic: str,
+        offsets: dict[int, int | None],
+        max_messages: int = 100,
+        max_bytes: int = 1 << 20,
+        tag: str | None = None,
+    ) -> dict[int, ReadBatch]:
+        """``read_columns`` of several partitions at once ({partition: offset}, None = the
+        first kept), each with its own limits: a frame holding rows of several of them is
+        fetched and checked once (a multi-partition fetch)."""
+        return self.reads.fetch_columns(topic, offsets, max_messages, max_bytes, tag)
 
     def offset_for_timestamp(self, topic: str, partition: int, ts_ms: int) -> int:
         """First offset whose store timestamp is >= ts_ms (next_offset if none): binary search."""

@@ -147,6 +147,19 @@ class LookupResult:
 
 
 @dataclass(frozen=True)
+class LogEnds:
+    """Positions of a store's commit log: its first byte, the end of what was appended,
+    of what is in files (may be shipped to followers) and of what is fsynced."""
+
+    start: int
+    end: int
+    shippable_end: int
+    durable_end: int
+    sync_mode: bool  # flush_mode "sync": an append is answered once durable
+    failed: bool  # a write failed; the store recovers in place before the next
+
+
+@dataclass(frozen=True)
 class FileInfo:
     kind: str  # "segment" | "key_index"
     state: str  # "unsealed" | "sealed" | "compacted" | "uploaded"

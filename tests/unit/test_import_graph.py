@@ -5,8 +5,8 @@ Static imports are read with ``ast`` (function-local ones too; those under
 ``if TYPE_CHECKING:`` are kept apart, as they never run). The layer order is the one of
 docs/ENGINE_API.md:
 
-    base (errors, tls) < formats, backend < store < wire, replication < server | client
-    < cli, demo, Spark
+    base (errors, tls) < formats, backend < store < wire, replication < partitions
+    < server | client < cli, demo, Spark
 
 ``server`` and ``client`` are peers that never import each other. The operator
 (``msgstore_operator``) stands apart: it may use storage_node's base, formats and wire
@@ -42,15 +42,16 @@ LAYERS: dict[str, int] = {
     "storage_node.formats": 1,
     "storage_node.store": 2,
     "storage_node.wire": 3,
-    "storage_node.replication": 3,  # uses store and wire; the server's routes use it
-    "storage_node.server": 4,
-    "storage_node.client": 4,
-    # the Kafka listener: a front end beside the HTTP routes, over the node's runtime
-    # (server.runtime); server.serve starts it
-    "storage_node.kafka": 4,
-    "storage_node.cli": 5,
-    "storage_node.demo": 5,
-    "msgstore_spark": 5,
+    "storage_node.replication": 3,  # uses store and wire
+    "storage_node.partitions": 4,  # which store serves a partition: below every front end
+    "storage_node.server": 5,
+    "storage_node.client": 5,
+    # the Kafka listener: a front end beside the HTTP routes, over the partition service
+    # and the node's runtime (server.runtime); server.serve starts it
+    "storage_node.kafka": 5,
+    "storage_node.cli": 6,
+    "storage_node.demo": 6,
+    "msgstore_spark": 6,
 }
 PEERS = {"storage_node.server", "storage_node.client"}  # same layer, independent
 OPERATOR_MAY_USE = (
