@@ -5,14 +5,10 @@ commit stores nothing."""
 from __future__ import annotations
 
 import datetime
-import io
-import socket
-import struct
 from typing import Any
 
 import pytest
 import requests
-from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
 from kio.schema.heartbeat.v4.request import HeartbeatRequest
@@ -22,45 +18,20 @@ from kio.schema.leave_group.v3.request import LeaveGroupRequest, MemberIdentity
 from kio.schema.offset_commit.v8 import request as commit_v8
 from kio.schema.offset_fetch.v7.request import OffsetFetchRequest, OffsetFetchRequestTopic
 from kio.schema.sync_group.v5.request import SyncGroupRequest
-from kio.serial import entity_reader, entity_writer
 
 from tests.integration.kafka.conftest import KafkaNode, topic_name
+from tests.integration.kafka.wire import Wire
 
-SIZE = struct.Struct(">i")
 SECOND = datetime.timedelta(seconds=1)
 
 
 def call(node: KafkaNode, request: Any) -> Any:
     """Send one request on a new connection and parse the answer."""
-    header_type = request.__header_schema__
-    buf = io.BytesIO()
-    header = header_type(
-        request_api_key=request.__api_key__,
-        request_api_version=request.__version__,
-        correlation_id=7,
-        client_id="raw-test",
-    )
-    entity_writer(header_type)(buf, header)
-    entity_writer(type(request))(buf, request)
-    body = buf.getvalue()
-    with socket.create_connection(("127.0.0.1", node.kafka_port), timeout=30) as sock:
-        sock.sendall(SIZE.pack(len(body)) + body)
-        (size,) = SIZE.unpack(_read(sock, 4))
-        frame = _read(sock, size)
-    response_type = load_response_schema(request.__api_key__, request.__version__)
-    answer_header, used = entity_reader(response_type.__header_schema__)(frame, 0)
-    assert answer_header.correlation_id == 7
-    answer, _ = entity_reader(response_type)(frame, used)
-    return answer
-
-
-def _read(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        assert chunk, "the node closed the connection"
-        data += chunk
-    return data
+    wire = Wire(node.kafka_port)
+    try:
+        return wire.call(request)
+    finally:
+        wire.close()
 
 
 def join(version: Any, group: str, member_id: str = "", session_s: int = 10, **kw: Any) -> Any:
@@ -102,7 +73,7 @@ def test_member_ids_kip_394_from_v4_and_at_once_before(kafka_node: KafkaNode) ->
     assert joined.error_code == ErrorCode.none and joined.generation_id == 1
     assert joined.leader == first.member_id and len(joined.members) == 1
     old = call(kafka_node, join(join_v3, "pre-kip394"))  # v3: an id and the generation at once
-    assert old.error_code == ErrorCode.none and old.member_id.startswith("raw-test-")
+    assert old.error_code == ErrorCode.none and old.member_id.startswith("wire-test-")
 
 
 def test_bad_join_sync_heartbeat_leave_and_coordinator_requests(kafka_node: KafkaNode) -> None:
