@@ -5,6 +5,9 @@ and moved by ``msgstore group describe`` / ``group reset`` (one namespace of gro
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient
@@ -101,3 +104,39 @@ def test_groups_listed_and_described_by_the_admin_client(
     committed = {tp.partition: tp.offset for tp in answer.result().topic_partitions}
     rows = describe(kafka_node.address, group)
     assert committed == {p: r["committed"] for p, r in rows.items() if r["committed"] is not None}
+
+
+CHILD_CONSUMER = """
+import sys
+from confluent_kafka import Consumer
+c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
+              "session.timeout.ms": 6000, "heartbeat.interval.ms": 300,
+              "partition.assignment.strategy": "range", "auto.offset.reset": "earliest"})
+c.subscribe([sys.argv[3]])
+while True:
+    c.poll(0.1)
+"""
+
+
+def test_a_killed_member_expires_after_its_session_and_the_other_takes_over(
+    kafka_node: KafkaNode, request: pytest.FixtureRequest
+) -> None:
+    topic, group = topic_name(request), "killed-member"
+    kafka_node.create_topic(topic, partitions=4)
+    a = Member(kafka_node.bootstrap, group, topic, "survivor")
+    poll_until([a], "a holds every partition", lambda: a.assigned == {0, 1, 2, 3})
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD_CONSUMER, kafka_node.bootstrap, group, topic],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        poll_until([a], "the child took half the partitions", lambda: len(a.assigned) == 2)
+    finally:
+        child.kill()  # no LeaveGroup: only its session timeout can remove it
+        child.wait()
+    poll_until([a], "a holds every partition again", lambda: a.assigned == {0, 1, 2, 3})
+    admin = AdminClient({"bootstrap.servers": kafka_node.bootstrap})
+    desc = admin.describe_consumer_groups([group])[group].result()
+    assert [m.client_id for m in desc.members] == ["survivor"]
+    a.consumer.close()
