@@ -141,10 +141,6 @@ GARBAGE = {
     "body that does not parse": struct.pack(">i", 14)
     + struct.pack(">hhi", 3, 9, 1)
     + b"\xff\xff\xff\xff\xff\xff",
-    "bytes after the request": struct.pack(">i", 16)
-    + struct.pack(">hhih", 18, 0, 1, 1)
-    + b"x"
-    + b"extra",
 }
 
 
