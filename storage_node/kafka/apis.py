@@ -3,7 +3,24 @@ package docstring). Add a module here to serve its APIs."""
 
 from __future__ import annotations
 
-from storage_node.kafka import api_versions, fetch, list_offsets, metadata, produce
+from storage_node.kafka import (
+    api_versions,
+    cluster_info,
+    fetch,
+    list_offsets,
+    metadata,
+    produce,
+    topic_admin,
+)
 from storage_node.kafka.groups import handlers as groups
 
-HANDLER_MODULES = (api_versions, metadata, produce, fetch, list_offsets, groups)
+HANDLER_MODULES = (
+    api_versions,
+    metadata,
+    produce,
+    fetch,
+    list_offsets,
+    topic_admin,
+    cluster_info,
+    groups,
+)

@@ -10,6 +10,7 @@ from kio.schema.errors import ErrorCode
 from storage_node.errors import (
     CorruptData,
     DiskFull,
+    DuplicateMessageId,
     Fenced,
     InvalidArgument,
     InvalidBatch,
@@ -36,6 +37,7 @@ _CODES: tuple[tuple[type[MsgStoreError], ErrorCode], ...] = (
     (OffsetOutOfRange, ErrorCode.offset_out_of_range),
     (InvalidName, ErrorCode.invalid_topic_exception),
     (InvalidBatch, ErrorCode.invalid_record),
+    (DuplicateMessageId, ErrorCode.invalid_record),
     (InvalidArgument, ErrorCode.invalid_request),
     (TopicConflict, ErrorCode.topic_already_exists),
     (NotEnoughReplicas, ErrorCode.not_enough_replicas),

@@ -5,8 +5,9 @@ connection's requests are answered one at a time, in order, as a Kafka broker do
 Fetch holds the ones behind it). What closes a connection, with a warning in the log and no
 answer, as Kafka's broker does: a size below 8 bytes or above the node's request limit, an
 unknown API key, a version outside the API's range (except ApiVersions, answered with v0 and
-UNSUPPORTED_VERSION so the client can pick), a header or body that does not parse (or
-leaves bytes over), or an exception escaping a handler. Nothing a request carries is stored
+UNSUPPORTED_VERSION so the client can pick), a header or body that does not parse, or an
+exception escaping a handler. Bytes left after a request that parsed are ignored, as
+Kafka's broker ignores them. Nothing a request carries is stored
 before its whole body has parsed and every batch in it passed its checks.
 """
 
@@ -131,9 +132,13 @@ class KafkaListener:
             request, body_used = entity_reader(request_type)(frame, used)
         except Exception as exc:  # noqa: BLE001 - whatever the parser raises for bad bytes
             raise BadRequest(f"{api.name} v{version} does not parse: {exc}") from None
-        if used + body_used != len(frame):
-            raise BadRequest(
-                f"{api.name} v{version}: {len(frame) - used - body_used} bytes after the request"
+        if used + body_used < len(frame):  # Kafka's broker ignores them too (librdkafka
+            # 2.16 sends 3 more bytes after a Metadata v12 body)
+            log.debug(
+                "kafka: %s v%d: %d bytes after the request",
+                api.name,
+                version,
+                len(frame) - used - body_used,
             )
         module = self.table.response_module(api_key, version)
         ctx = RequestContext(api_key, version, correlation_id, header.client_id, self.node, module)

@@ -18,7 +18,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from storage_node.errors import InvalidArgument, MsgStoreError, NotFound, Unavailable, UnknownTopic
+from storage_node.errors import MsgStoreError, NotFound, Unavailable, UnknownTopic
 from storage_node.formats.packed import PackedBatch
 from storage_node.partitions.append_events import AppendEvents
 from storage_node.partitions.log_set import LogSet
@@ -299,33 +299,23 @@ class PartitionService:
             out.extend(await self.in_thread(store.list_files))
         return out
 
-    async def sealed_files(self, log_id: str | None = None) -> list[FileInfo]:
-        out: list[FileInfo] = []
-        for store in self.file_stores(log_id):
-            out.extend(await self.in_thread(store.sealed_files))
-        return out
+    def exchange_store(self, log_id: str | None = None) -> Store:
+        """The store of the remote-compaction exchange (seal, sealed files, fetch one, put
+        back its rewrite), which names files without their log: the node's own log, or
+        the led log named (file names repeat across logs)."""
+        if log_id is None:
+            return self.catalog()
+        return self.file_stores(log_id)[0]
 
-    async def file_store(self, kind: str, name: str, log_id: str | None = None) -> Store:
-        """The led store holding sealed file ``kind``/``name``: the only one when a single
-        log is led; else the one listing it (a name in several logs needs ``log``)."""
-        stores = self.file_stores(log_id)
-        if len(stores) == 1:
-            return stores[0]
-        holding = []
-        for store in stores:
-            names = {(f.kind, f.name) for f in await self.in_thread(store.list_files)}
-            if (kind, name) in names:
-                holding.append(store)
-        if len(holding) > 1:
-            raise InvalidArgument(f"{kind} file {name!r} is in several logs here: name the log")
-        return holding[0] if holding else stores[0]
+    async def sealed_files(self, log_id: str | None = None) -> list[FileInfo]:
+        return await self.in_thread(self.exchange_store(log_id).sealed_files)
 
     async def seal(self, log_id: str | None = None) -> list[FileInfo]:
-        """Seal the active files of the led logs; their sealed files afterwards."""
+        """Seal the active files (of the exchange's log); its sealed files afterwards."""
         self.check_writable()
-        for store in self.file_stores(log_id):
-            await self.in_thread(store.seal_active)
-        return await self.sealed_files(log_id)
+        store = self.exchange_store(log_id)
+        await self.in_thread(store.seal_active)
+        return await self.in_thread(store.sealed_files)
 
     async def compact(self, log_id: str | None = None) -> dict[str, Any]:
         """Seal and compact everything sealed in the led logs; one report for all."""

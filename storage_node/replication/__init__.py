@@ -3,8 +3,10 @@ follower nodes, which rebuild its indexes from it; a controller fails a lost lea
 the most caught-up follower under a new leader epoch, and every node fences older epochs.
 
 Modules: ``epochs`` (leader-epoch history, fencing), ``shipping`` (the frame stream: what a
-leader sends and how a follower checks it), ``follower`` (the copy loop), ``insync`` (the
-in-sync set and acknowledgement waits), ``replicas`` (the logs one node hosts), and
-``controller`` (failover). This package sits beside the server layer: it uses the store and
-the routing table, and the server's routes use it.
+leader sends and how a follower checks it), ``leader`` (the leader's half: answering a
+follower's fetch), ``follower`` (the copy loop), ``insync`` (the in-sync set and
+acknowledgement waits), ``hosted_log`` (one log on a node), ``log_identity`` (the IP of a
+log's message IDs), ``replicas`` (the logs one node hosts), and ``controller`` (failover).
+It uses the store (through its public surface) and the routing table; the partition service
+and the server's replication routes use it.
 """

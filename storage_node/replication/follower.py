@@ -13,15 +13,13 @@ import json
 import logging
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import requests
 
 from storage_node.errors import CorruptData
 from storage_node.replication import shipping
-
-if TYPE_CHECKING:
-    from storage_node.replication.replicas import HostedLog
+from storage_node.replication.hosted_log import HostedLog
 
 log = logging.getLogger(__name__)
 WAIT_MS = 1000  # a fetch's long poll on the leader
@@ -98,23 +96,23 @@ class Follower:
                 self.last_error = f"epoch-end: HTTP {resp.status_code} {resp.text[:200]}"
                 return False
             end = int(resp.json()["end"])
-            if store.log.end > end:
+            if store.log_ends().end > end:
                 log.warning(
                     "log %s: truncating %d bytes past epoch end %d",
                     hosted.id,
-                    store.log.end - end,
+                    store.log_ends().end - end,
                     end,
                 )
                 self.truncate(hosted, end, None)
                 store = hosted.store
             self.checked_epoch = epoch
-        position = store.log.end
+        position = store.log_ends().end
         params = {
             "position": position,
             "epoch": epoch,
             "follower": self.node_id,
             "wait_ms": WAIT_MS,
-            "topics": len(store.topics.topics),
+            "topics": len(store.list_topics()),
         }
         resp = self._get("fetch", params, WAIT_MS / 1000 + 10.0)
         if resp.status_code != 200:
@@ -150,5 +148,5 @@ class Follower:
             self.checked_epoch = -1
         start = err.get("log_start")
         hosted = self.hosted
-        if isinstance(start, int) and start > hosted.store.log.end:
+        if isinstance(start, int) and start > hosted.store.log_ends().end:
             self.truncate(hosted, 0, start)  # nothing before ``start`` exists any more

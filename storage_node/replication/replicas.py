@@ -20,76 +20,15 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from storage_node.errors import CorruptData, Fenced, NotLeader, Unavailable
-from storage_node.formats.segment_name import parse_segment_name, segment_name
 from storage_node.replication.epochs import LeaderEpochs, check_epoch
 from storage_node.replication.follower import Follower
+from storage_node.replication.hosted_log import HostedLog, ensure_topics
 from storage_node.replication.insync import InSyncTracker
-from storage_node.replication.log_identity import read_log_ip, standin_ip, write_log_ip
-from storage_node.store import Store, TopicConfig
+from storage_node.replication.log_identity import standin_ip
+from storage_node.store import Store, StoreConfig, TopicConfig
 from storage_node.wire.routing_table import RoutingTable, TopicRoute
 
 log = logging.getLogger(__name__)
-
-
-class HostedLog:
-    """One log on this node: its store and what this node does with it."""
-
-    def __init__(self, log_id: str, directory: str, store: Store) -> None:
-        self.id = log_id
-        self.dir = directory
-        self.store = store
-        self.epochs = LeaderEpochs(directory)
-        self.role = "follower"
-        self.epoch = 0  # the epoch of the routing table this node acts under
-        self.leader = ""
-        self.fenced_epoch = 0  # a controller's fence: follow nobody older than this
-        self.stale = False  # (leader) a follower knows a newer epoch: write nothing
-        self.shipped_end = 0  # (leader) the end of the bytes shipped under this epoch
-        self.tracker: InSyncTracker | None = None
-        self.follower: Follower | None = None
-        self.lock = threading.Lock()
-
-    def ensure_topics(self, topics: dict[str, dict[str, Any]]) -> None:
-        for name, cfg in topics.items():
-            if name not in self.store.topics.topics:
-                self.store.create_topic(TopicConfig(name=name, **cfg))
-
-    def remember_node_ip(self, ip: str) -> None:
-        """Keep the IP the leader's message IDs carry (a copy's unreadable file is replaced
-        by the leader's word)."""
-        try:
-            known = self.node_ip()
-        except CorruptData:
-            known = None
-        if known != ip:
-            write_log_ip(self.dir, ip)
-
-    def node_ip(self) -> str | None:
-        """The IP of this log's message IDs; None before its first leader picked one;
-        CorruptData when log.json cannot be read."""
-        return read_log_ip(self.dir)
-
-    def status(self) -> dict[str, Any]:
-        log_ = self.store.log
-        doc: dict[str, Any] = {
-            "role": self.role,
-            "leader": self.leader,
-            "epoch": self.epoch,
-            "epochs": self.epochs.entries,
-            "log_start": log_.start_pos,
-            "log_end": log_.end,
-            "durable_end": log_.durable_end,
-            "fenced_epoch": self.fenced_epoch,  # above ``epoch``: a failover is under way
-        }
-        if self.tracker is not None:
-            followers = self.tracker.status(log_.durable_end)
-            doc["followers"] = followers
-            doc["in_sync"] = 1 + sum(1 for f in followers.values() if f["in_sync"])
-        if self.follower is not None:
-            doc["leader_end"] = self.follower.leader_end
-            doc["lag_bytes"] = max(0, self.follower.leader_end - log_.end)
-            doc["last_error"] = self.follower.last_error
-        return doc
 
 
 def routed_topic(route: TopicRoute) -> TopicConfig:
@@ -115,7 +54,7 @@ class LogHost:
         self,
         node_id: str,
         data_dir: str,
-        config: Any,
+        config: StoreConfig,
         headers: dict[str, str],
         verify: str | bool,
         ack_timeout_s: float = 5.0,
@@ -177,9 +116,11 @@ class LogHost:
 
     # -- the routing table --------------------------------------------------------------
     def apply(self, table: RoutingTable) -> None:
-        """(Blocking.) Open, promote, demote and follow as the table says."""
+        """(Blocking.) Open, promote, demote and follow as the table says; CorruptData
+        (after acting on every other log) when a log to lead has an unreadable log.json."""
         with self._apply_lock:
             self.table = table
+            failed: list[CorruptData] = []
             wanted = {lg.id: lg for lg in table.logs_of(self.node_id)}
             for log_id, route in wanted.items():
                 hosted = self.logs.get(log_id)
@@ -202,7 +143,11 @@ class LogHost:
                     continue
                 followers = [r for r in route.replicas if r != route.leader]
                 if route.leader == self.node_id:
-                    self._lead(hosted, route.epoch, followers, table.min_in_sync)
+                    try:
+                        self._lead(hosted, route.epoch, followers, table.min_in_sync)
+                    except CorruptData as exc:  # the other logs still follow the table
+                        log.error("log %s: cannot lead it: %s", log_id, exc)
+                        failed.append(exc)
                 else:
                     self._follow(hosted, route.leader, route.epoch)
             for log_id in [i for i in self.logs if i not in wanted]:
@@ -210,30 +155,39 @@ class LogHost:
                 if hosted.follower is not None:
                     hosted.follower.close()
                 hosted.store.close()
+            if failed:
+                raise failed[0]
 
     def _lead(self, hosted: HostedLog, epoch: int, followers: list[str], min_in_sync: int) -> None:
+        # first, before anything changes: an unreadable log.json leaves the log unled
+        # (CorruptData), never led with a stand-in IP that would change its message IDs
+        ip = hosted.node_ip()
         if hosted.follower is not None:
             hosted.follower.close()
             hosted.follower = None
         hosted.store.resume_after_write_error()
         store = hosted.store
-        store.log.flush()
+        store.flush_log()
         if not hosted.epochs.entries or hosted.epochs.latest < epoch:
-            hosted.epochs.begin(epoch, store.log.end)
-        ip = hosted.node_ip()
+            hosted.epochs.begin(epoch, store.log_ends().end)
         if ip is None:  # the log's first leader, or a copy that never heard from one
             ip = self._home_ip(hosted.id) or standin_ip(hosted.id, self._log_ids())
             hosted.remember_node_ip(ip)
         store.set_node_ip(ip)  # message IDs keep the log's IP across failovers
         hosted.tracker = InSyncTracker(followers, min_in_sync)
+        # bytes are shipped once written, before the leader's own fsync ends: the two disks
+        # work at once; one subscription per led log wakes the fetches waiting on it
+        store.subscribe_written(hosted.tracker.grew_elsewhere)
         hosted.stale = False
         hosted.shipped_end = 0
         hosted.leader, hosted.epoch, hosted.role = self.node_id, epoch, "leader"
-        log.info("leading log %s at epoch %d from position %d", hosted.id, epoch, store.log.end)
+        log.info(
+            "leading log %s at epoch %d from position %d", hosted.id, epoch, store.log_ends().end
+        )
 
     def _follow(self, hosted: HostedLog, leader: str, epoch: int) -> None:
         hosted.tracker = None
-        hosted.store.log.on_written = None
+        hosted.store.subscribe_written(None)
         hosted.store.resume_after_write_error()
         hosted.leader, hosted.epoch, hosted.role = leader, epoch, "follower"
         if hosted.follower is None:
@@ -278,29 +232,27 @@ class LogHost:
 
     def _truncate(self, hosted: HostedLog, position: int, start_at: int | None) -> None:
         """(The copy loop.) Cut the copy back to ``position`` (KIP-101), or, with
-        ``start_at``, empty it and begin at that position."""
-        old = hosted.store
-        old.close()
+        ``start_at`` (or a cut into a sealed segment), empty it and begin at ``start_at``."""
+        if start_at is None and hosted.store.truncate_to(position):
+            hosted.epochs.truncate(position)
+            return
+        hosted.store.close()
         directory = hosted.dir
-        if start_at is not None or not _cut_log(directory, position):
-            try:  # the leader's next answer names the IP again if this copy lost it
-                keep = hosted.node_ip()
-            except CorruptData:
-                keep = None
-            shutil.rmtree(directory)
-            os.makedirs(directory)
-            if keep:
-                hosted.remember_node_ip(keep)
-            hosted.epochs = LeaderEpochs(directory)
-        hosted.epochs.truncate(position)
+        try:  # the leader's next answer names the IP again if this copy lost it
+            keep = hosted.node_ip()
+        except CorruptData:
+            keep = None
+        shutil.rmtree(directory)
+        os.makedirs(directory)
+        if keep:
+            hosted.remember_node_ip(keep)
+        hosted.epochs = LeaderEpochs(directory)
         config = dataclasses.replace(self.config, data_dir=directory)
         store = Store.open(config)
         if start_at is not None:
-            store.log.restart_at(start_at)  # just opened: nothing appends yet
+            store.restart_log_at(start_at)  # just opened: nothing appends yet
         if self.table is not None:
-            for name, route in self.table.topics.items():
-                if name not in store.topics.topics:
-                    store.create_topic(routed_topic(route))
+            ensure_topics(store, [routed_topic(r) for r in self.table.topics.values()])
         hosted.store = store
 
     # -- requests -----------------------------------------------------------------------
@@ -321,8 +273,8 @@ class LogHost:
             )
         if hosted.stale:
             raise Fenced(f"log {log_id!r} has a newer leader epoch than {hosted.epoch}")
-        log_ = hosted.store.log
-        if log_.error is not None and hosted.shipped_end > log_.durable_end:
+        ends = hosted.store.log_ends()
+        if ends.failed and hosted.shipped_end > ends.durable_end:
             # A write failed after followers copied its bytes (shipping precedes the
             # fsync): resuming here would write other bytes at positions they hold under
             # the same epoch. The controller names a leader under a new epoch instead.
@@ -344,8 +296,8 @@ class LogHost:
         hosted.fenced_epoch = epoch
         if hosted.role == "leader" and hosted.epoch < epoch:
             hosted.stale = True
-        log_ = hosted.store.log
-        return {"log": log_id, "position": log_.durable_end, "epoch": hosted.epochs.latest}
+        position = hosted.store.log_ends().durable_end
+        return {"log": log_id, "position": position, "epoch": hosted.epochs.latest}
 
     def status(self) -> dict[str, Any]:
         logs = {i: h.status() for i, h in sorted(self.logs.items())}
@@ -354,34 +306,3 @@ class LogHost:
             i for i, d in logs.items() if d["role"] == "leader" and d.get("in_sync", 1) < factor
         )
         return {"node": self.node_id, "logs": logs, "under_replicated": under}
-
-
-def list_segments(directory: str) -> list[int]:
-    """Start positions of the segment files in a folder."""
-    if not os.path.isdir(directory):
-        return []
-    found = (parse_segment_name(n) for n in os.listdir(directory))
-    return sorted(s for s in found if s is not None)
-
-
-def _cut_log(directory: str, position: int) -> bool:
-    """Cut a closed store's log back to ``position`` and make recovery rebuild every index
-    from the log; False when that would cut into a sealed (compacted/uploaded) segment."""
-    base = os.path.join(directory, "commitlog")
-    unsealed = os.path.join(base, "unsealed")
-    sealed = [s for state in ("compacted", "uploaded") for s in list_segments(f"{base}/{state}")]
-    open_starts = list_segments(unsealed)
-    if sealed and (not open_starts or open_starts[0] > position):
-        return False  # ``position`` lies in a sealed segment
-    for start in list_segments(unsealed):
-        path = os.path.join(unsealed, segment_name(start))
-        if start >= position and start > 0:
-            os.remove(path)
-        elif os.path.getsize(path) > position - start:
-            os.truncate(path, position - start)
-    for name in ("checkpoint", "producers.json"):
-        try:
-            os.remove(os.path.join(directory, name))
-        except FileNotFoundError:
-            pass
-    return True

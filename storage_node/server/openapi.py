@@ -172,6 +172,7 @@ SCOPE = Param(
 )
 FILE_KIND = Param("kind", "path", {"type": "string", "enum": ["segment", "key_index"]}, "file kind")
 FILE_NAME = _name("name", "path", "file name")
+LOG = _name("log", "query", "a replicated log this node leads (default: see ENGINE_API.md)")
 ANY_OBJECT = {"type": "object"}
 
 ROUTES: tuple[Route, ...] = (
@@ -384,6 +385,7 @@ ROUTES: tuple[Route, ...] = (
         "every file of this node: kind, state, sizes, time range",
         {"200": Reply("files", m.FileList)},
         ("503", "401"),
+        params=(LOG,),
     ),
     Route(
         "post",
@@ -391,6 +393,7 @@ ROUTES: tuple[Route, ...] = (
         "seal the active files and compact everything sealed now",
         {"200": Reply("report", m.CompactReport)},
         ("503", "507", *WRITE_AUTH),
+        params=(LOG,),
     ),
     Route(
         "post",
@@ -406,6 +409,7 @@ ROUTES: tuple[Route, ...] = (
         "seal the active segment and key index now (before a remote compaction)",
         {"200": Reply("files now sealed", m.Sealed)},
         ("503", *WRITE_AUTH),
+        params=(LOG,),
     ),
     Route(
         "get",
@@ -413,6 +417,7 @@ ROUTES: tuple[Route, ...] = (
         "sealed files waiting for compaction (for remote compaction jobs)",
         {"200": Reply("files", m.FileList)},
         ("503", "401"),
+        params=(LOG,),
     ),
     Route(
         "get",
@@ -420,7 +425,7 @@ ROUTES: tuple[Route, ...] = (
         "the bytes of a sealed file; X-Msgstore-Crc32 holds their CRC-32",
         {"200": Reply("file bytes", other=(OCTETS,))},
         ("400", "404", "503", "401"),
-        params=(FILE_KIND, FILE_NAME),
+        params=(FILE_KIND, FILE_NAME, LOG),
     ),
     Route(
         "put",
@@ -431,6 +436,7 @@ ROUTES: tuple[Route, ...] = (
         params=(
             FILE_KIND,
             FILE_NAME,
+            LOG,
             Param(
                 "X-Msgstore-Crc32",
                 "header",

@@ -66,7 +66,7 @@ async def sealed_files(request: web.Request) -> web.Response:
 async def fetch_file(request: web.Request) -> web.Response:
     rt = runtime_of(request)
     kind, name = file_params(request)
-    store = await rt.partitions.file_store(kind, name, log_param(request))
+    store = rt.partitions.exchange_store(log_param(request))
     data = await rt.in_thread(store.open_sealed, kind, name)
     return web.Response(
         body=data,
@@ -79,7 +79,7 @@ async def put_compacted(request: web.Request) -> web.Response:
     rt = runtime_of(request)
     kind, name = file_params(request)
     rt.partitions.check_writable()
-    store = await rt.partitions.file_store(kind, name, log_param(request))
+    store = rt.partitions.exchange_store(log_param(request))
     raw_crc = request.headers.get(CRC_HEADER)
     if raw_crc is None:
         raise InvalidArgument(f"the {CRC_HEADER} header (CRC-32 of the body) is required")

@@ -4,18 +4,59 @@ follower copy. A mixin of ``Store`` so that nothing outside ``store/`` reaches t
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from storage_node.errors import InvalidArgument
 from storage_node.store.types import LogEnds
 
 if TYPE_CHECKING:
+    from storage_node.formats.checkpoint import Checkpoint
     from storage_node.store.commitlog import CommitLog
+    from storage_node.store.parts import Parts
+
+# what recovery would trust instead of replaying the log: removed by a truncation
+DERIVED_STATE = ("checkpoint", "producers.json")
 
 
 class LogSurface:
     log: CommitLog
+    parts: Parts
+    root: str
+    saved_checkpoint: Checkpoint | None
     _written_hook: Callable[[], None] | None
+    _lock: threading.RLock
+    _ckpt_lock: threading.Lock
+
+    if TYPE_CHECKING:  # Store's own
+
+        def _use(self, parts: Parts) -> None: ...
+
+        def checkpoint(self, clean: bool = False) -> Checkpoint: ...
+
+    def truncate_to(self, pos: int) -> bool:
+        """(A follower copy, KIP-101.) Cut the log back to ``pos`` (a batch end) and rebuild
+        every index from the log that is left, as recovery after a crash does; False, and
+        nothing changed, when ``pos`` lies in a sealed (compacted or uploaded) segment."""
+        with self._ckpt_lock, self._lock:
+            try:
+                self.log.truncate_to(pos)
+            except InvalidArgument:
+                if pos < self.log.start_pos or self.log.end <= pos:
+                    raise
+                return False
+            for name in DERIVED_STATE:
+                try:
+                    os.remove(os.path.join(self.root, name))
+                except FileNotFoundError:
+                    pass
+            self.saved_checkpoint = None
+            self._use(self.parts.rebuilt())
+            self.parts.load()
+        self.checkpoint(clean=False)
+        return True
 
     def log_ends(self) -> LogEnds:
         """Where the commit log starts and ends now (written, shippable, durable)."""

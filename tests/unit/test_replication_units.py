@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from storage_node.cli.local import free_port
-from storage_node.errors import CorruptData, Fenced, InvalidArgument, OffsetOutOfRange
+from storage_node.errors import CorruptData, Fenced, InvalidArgument, NotOwner, OffsetOutOfRange
 from storage_node.formats.record import check_frames
 from storage_node.replication.epochs import LeaderEpochs, check_epoch
 from storage_node.replication.replicas import LogHost, standin_ip
@@ -243,3 +243,30 @@ def test_standin_ips_differ_for_every_log_of_a_table() -> None:
     assert len(set(ips)) == len(names)
     assert all(ipaddress.IPv4Address(ip) in ipaddress.IPv4Network("240.0.0.0/4") for ip in ips)
     assert standin_ip("store-7", list(reversed(names))) == ips[7]  # order of the table: none
+
+
+def test_a_corrupt_log_json_is_an_error_never_a_stand_in_ip(tmp_path: Path, caplog) -> None:
+    # log.json keeps the IP a log's message IDs carry; read as "no IP", a damaged file once
+    # made the new leader pick a stand-in IP and hand out IDs of another identity
+    nodes = [(f"node-{i}", f"http://node-{i}.nodes.shop.svc:{free_port()}") for i in range(3)]
+    table = new_local_table(nodes, 3).with_topic("t", 3, "lz4", 1.0)
+    config = StoreConfig(data_dir=str(tmp_path), lifecycle_interval_s=0, node_ip="10.244.2.19")
+    host = LogHost("node-1", str(tmp_path), config, {}, False)
+    try:
+        host.apply(table)  # follows node-0's log (its leader is down)
+        info = tmp_path / "logs" / "node-0" / "log.json"
+        info.write_bytes(b'{"node_ip": ')  # torn
+        routes = dict(table.logs)
+        for log_id in ("node-0", "node-1"):  # the controller names node-1 their leader
+            old = routes[log_id]
+            routes[log_id] = type(old)(log_id, "node-1", old.epoch + 1, old.replicas)
+        with pytest.raises(CorruptData, match="log.json"):
+            host.apply(table.with_logs(routes))
+        assert "cannot lead it" in caplog.text
+        assert info.read_bytes() == b'{"node_ip": '  # reported, not replaced
+        assert host.logs["node-0"].role != "leader"
+        assert host.logs["node-1"].role == "leader"  # the other logs followed the table
+        with pytest.raises(NotOwner):
+            host.leader_store("node-0")
+    finally:
+        host.close()
