@@ -4,6 +4,8 @@ expects it. No sleeps: time moves when a test says so."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from storage_node.kafka.groups.coordinator import GroupCoordinator, GroupSettings
@@ -317,3 +319,38 @@ def test_reply_settles_once_and_calls_back():
     reply.settle(SyncResult(E.NONE))
     reply.settle(SyncResult(E.UNKNOWN_MEMBER_ID))
     assert [s.error for s in seen] == [E.NONE] and reply.result().error is E.NONE
+
+
+def test_after_expire_no_deadline_is_already_due(coord, clock):
+    """A waiting request sleeps until ``next_deadline``: one already due after ``expire``
+    would spin the event loop. Random joins, syncs, heartbeats, leaves and time, seeded."""
+    rng = random.Random(7)
+    known: list[str] = []
+    waiting: list[Reply[JoinResult]] = []
+    for _ in range(3000):
+        op = rng.random()
+        if op < 0.15:
+            known.append(member_id_for(coord))
+        elif op < 0.35 and known:
+            member = rng.choice(known)
+            waiting.append(
+                coord.join(request(member, rebalance_timeout_ms=rng.choice([6_000, 30_000])))
+            )
+        elif op < 0.5:
+            for reply in [w for w in waiting if w.settled]:
+                waiting.remove(reply)
+                result = reply.result()
+                if result.error is E.NONE:
+                    assignment = {m.member_id: b"x" for m in result.members}
+                    coord.sync("g", result.generation, result.member_id, assignment)
+        elif op < 0.65 and known:
+            desc = coord.describe("g")
+            generation = coord.groups["g"].generation if desc is not None else 0
+            coord.heartbeat("g", generation, rng.choice(known))
+        elif op < 0.7 and known:
+            coord.leave("g", [rng.choice(known)])
+        else:
+            clock.ms += rng.choice([1, 100, 1_000, 3_000, 7_000])
+        coord.expire()
+        deadline = coord.next_deadline()
+        assert deadline is None or deadline > clock.ms
