@@ -20,10 +20,16 @@ def run(*args: str, stdin: bytes | None = None, check: bool = True):
 
 
 def status(data_dir: str) -> dict[str, list[str]]:
-    """node id -> [pid, address, health...] from `local status`."""
+    """node id -> [pid, address, health...] from `local status` (every node's Kafka address,
+    the KAFKA column, checked and left out)."""
     lines = run("local", "status", "--data-dir", data_dir).stdout.decode().splitlines()
-    assert lines[0].split() == ["NODE", "PID", "ADDRESS", "HEALTH"], lines
-    return {line.split()[0]: line.split()[1:] for line in lines[1:]}
+    assert lines[0].split() == ["NODE", "PID", "ADDRESS", "KAFKA", "HEALTH"], lines
+    out = {}
+    for line in lines[1:]:
+        node, pid, address, kafka, *health = line.split()
+        assert kafka.startswith("127.0.0.1:") and kafka.split(":")[1].isdigit(), line
+        out[node] = [pid, address, *health]
+    return out
 
 
 def test_local_cluster_survives_what_a_developer_does(tmp_path):
