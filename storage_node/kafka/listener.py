@@ -96,7 +96,7 @@ class KafkaListener:
                     raise BadRequest(
                         f"the connection closed {len(exc.partial)} bytes into a {size}-byte request"
                     ) from None
-                answer = await self._answer(frame)
+                answer = await self._answer(frame, peer)
                 if answer is not None:
                     writer.write(answer)
                     await writer.drain()
@@ -112,7 +112,7 @@ class KafkaListener:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _answer(self, frame: bytes) -> bytes | None:
+    async def _answer(self, frame: bytes, peer: Any = None) -> bytes | None:
         """The framed answer to one request (None: the request gets no answer)."""
         api_key, version, correlation_id = _HEAD.unpack_from(frame)
         api = self.table.get(api_key)
@@ -142,6 +142,7 @@ class KafkaListener:
             )
         module = self.table.response_module(api_key, version)
         ctx = RequestContext(api_key, version, correlation_id, header.client_id, self.node, module)
+        ctx.client_host = f"/{peer[0]}" if isinstance(peer, tuple) else ""
         response = await api.handler(ctx, request)
         if response is None:
             return None

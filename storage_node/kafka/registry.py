@@ -34,6 +34,7 @@ class RequestContext:
     client_id: str | None
     node: Any  # the KafkaNode of the listener (runtime, broker identity)
     response_module: ModuleType = field(repr=False)
+    client_host: str = ""  # "/ADDRESS" of the connection, as Kafka names it (DescribeGroups)
 
     def make(self, entity: str, /, **fields: Any) -> Any:
         """An entity of the answer's schema (of this request's version) named ``entity``, with

@@ -40,10 +40,6 @@ def ms(value: datetime.timedelta) -> int:
     return int(value / datetime.timedelta(milliseconds=1))
 
 
-def client_host(ctx: RequestContext) -> str:
-    return str(getattr(ctx, "client_host", "") or "")
-
-
 # -- FindCoordinator (10) --------------------------------------------------------------
 async def find_coordinator(ctx: RequestContext, req: Any) -> Any:
     keys = list(req.coordinator_keys) if ctx.api_version >= 4 else [req.key]
@@ -91,7 +87,7 @@ async def join_group(ctx: RequestContext, req: Any) -> Any:
         member_id=req.member_id,
         instance_id=getattr(req, "group_instance_id", None),
         client_id=ctx.client_id or "",
-        client_host=client_host(ctx),
+        client_host=ctx.client_host,
         session_timeout_ms=session_ms,
         rebalance_timeout_ms=rebalance_ms if rebalance_ms > 0 else session_ms,
         protocol_type=req.protocol_type,

@@ -94,7 +94,7 @@ def test_groups_listed_and_described_by_the_admin_client(
     desc = admin.describe_consumer_groups([group])[group].result()
     assert desc.state.name == "STABLE" and desc.partition_assignor == "range"
     (m,) = desc.members
-    assert m.client_id == "admin-member"
+    assert (m.client_id, m.host) == ("admin-member", "/127.0.0.1")
     assert {tp.partition for tp in m.assignment.topic_partitions} == {0, 1}
     member.consumer.close()
     desc = admin.describe_consumer_groups([group])[group].result()
