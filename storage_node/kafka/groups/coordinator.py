@@ -11,6 +11,12 @@ new member extends it, up to the rebalance timeout), as Kafka's
 ``group.initial.rebalance.delay.ms`` does. Member ids follow KIP-394: a first JoinGroup (v4+)
 is answered MEMBER_ID_REQUIRED with the id to join with.
 
+Static members (KIP-345, ``group.instance.id``) keep their place across restarts: a join
+under a known instance id takes over the old member (its assignment too; no rebalance when
+its protocols are unchanged and it is not the leader), and requests under the replaced
+member id get FENCED_INSTANCE_ID. Over 400 lines on purpose: one state machine, whose
+transitions are read together.
+
 State lives in memory only: a restarted coordinator knows no member, answers their
 heartbeats UNKNOWN_MEMBER_ID, and the clients join again (committed offsets are in the
 store). Every method runs on one thread (the node's event loop): nothing here locks.
@@ -61,11 +67,17 @@ class GroupCoordinator:
         group = self.groups.setdefault(req.group_id, Group(req.group_id))
         if not group.supports(req.protocol_type, req.protocols):
             return Reply.of(JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, req.member_id))
+        if req.instance_id is not None:
+            if group.fenced(req.member_id or "", req.instance_id) and req.member_id:
+                return Reply.of(JoinResult(E.FENCED_INSTANCE_ID, req.member_id))
+            held = group.static.get(req.instance_id)
+            if held is not None and not req.member_id:
+                return self._replace_static(group, group.members[held], req)
         if not req.member_id:
             if len(group.members) + len(group.pending) >= self.settings.max_members:
                 return Reply.of(JoinResult(E.GROUP_MAX_SIZE_REACHED, ""))
             member_id = f"{req.client_id}-{uuid.uuid4()}"
-            if req.require_known_member_id:
+            if req.require_known_member_id and req.instance_id is None:
                 group.pending[member_id] = self.clock() + req.session_timeout_ms
                 return Reply.of(JoinResult(E.MEMBER_ID_REQUIRED, member_id))
             return self._add_member(group, member_id, req)
@@ -98,6 +110,8 @@ class GroupCoordinator:
             req.rebalance_timeout_ms, req.protocols, self.clock(), join_reply=Reply(),
         )  # fmt: skip
         group.members[member_id] = member
+        if req.instance_id is not None:
+            group.static[req.instance_id] = member_id
         if group.leader_id is None:
             group.leader_id = member_id
         group.new_member_added = True
@@ -116,6 +130,30 @@ class GroupCoordinator:
         member.join_reply = reply
         self._rebalance(group)
         return reply
+
+    def _replace_static(self, group: Group, old: Member, req: JoinRequest) -> Reply[JoinResult]:
+        """A static member back under a new member id: it takes the old one's place."""
+        new_id = f"{req.client_id}-{uuid.uuid4()}"
+        fenced = E.FENCED_INSTANCE_ID
+        if old.join_reply is not None:
+            old.join_reply.settle(JoinResult(fenced, old.member_id))
+            old.join_reply = None
+        if old.sync_reply is not None:
+            old.sync_reply.settle(SyncResult(fenced))
+            old.sync_reply = None
+        del group.members[old.member_id]
+        leader = group.leader_id == old.member_id
+        old.member_id, old.client_id, old.client_host = new_id, req.client_id, req.client_host
+        old.last_heartbeat_ms = self.clock()
+        group.members[new_id] = old
+        group.static[req.instance_id or ""] = new_id
+        if leader:
+            group.leader_id = new_id
+        unchanged = old.protocols == req.protocols and not leader
+        if group.state is S.STABLE and unchanged:
+            old.synced = True
+            return Reply.of(self._join_answer(group, old))
+        return self._update_member(group, old, req)
 
     def _join_answer(self, group: Group, member: Member) -> JoinResult:
         members: tuple[MemberInfo, ...] = ()
@@ -203,6 +241,11 @@ class GroupCoordinator:
             member.sync_reply.settle(SyncResult(error))
         if group.leader_id == member.member_id:
             group.leader_id = next(iter(group.members), None)
+        if (
+            member.instance_id is not None
+            and group.static.get(member.instance_id) == member.member_id
+        ):
+            del group.static[member.instance_id]
 
     def _after_removal(self, group: Group) -> None:
         if group.state in (S.STABLE, S.COMPLETING):
@@ -218,10 +261,13 @@ class GroupCoordinator:
         assignments: dict[str, bytes],
         protocol_type: str | None = None,
         protocol_name: str | None = None,
+        instance_id: str | None = None,
     ) -> Reply[SyncResult]:
         """The member's assignment; a follower's waits until the leader has sent them."""
         self.expire()
         group = self.groups.get(group_id)
+        if group is not None and group.fenced(member_id, instance_id):
+            return Reply.of(SyncResult(E.FENCED_INSTANCE_ID))
         member = group.members.get(member_id) if group is not None else None
         if group is None or member is None:
             return Reply.of(SyncResult(E.UNKNOWN_MEMBER_ID))
@@ -260,9 +306,13 @@ class GroupCoordinator:
         return SyncResult(E.NONE, group.protocol_type, group.protocol_name, member.assignment)
 
     # -- Heartbeat, LeaveGroup, OffsetCommit's membership check ----------------------------
-    def heartbeat(self, group_id: str, generation: int, member_id: str) -> ErrorCode:
+    def heartbeat(
+        self, group_id: str, generation: int, member_id: str, instance_id: str | None = None
+    ) -> ErrorCode:
         self.expire()
         group = self.groups.get(group_id)
+        if group is not None and group.fenced(member_id, instance_id):
+            return E.FENCED_INSTANCE_ID
         member = group.members.get(member_id) if group is not None else None
         if group is None or member is None:
             return E.UNKNOWN_MEMBER_ID
@@ -271,15 +321,25 @@ class GroupCoordinator:
         member.last_heartbeat_ms = self.clock()
         return E.REBALANCE_IN_PROGRESS if group.state is S.PREPARING else E.NONE
 
-    def leave(self, group_id: str, member_ids: list[str]) -> list[ErrorCode]:
-        """Each member's answer, in order; the group rebalances once for all of them."""
+    def leave(
+        self, group_id: str, member_ids: list[str], instance_ids: list[str | None] | None = None
+    ) -> list[ErrorCode]:
+        """Each member's answer, in order; the group rebalances once for all of them. A
+        static member may be named by its instance id alone (member id empty)."""
         self.expire()
         group = self.groups.get(group_id)
         if group is None:
             return [E.UNKNOWN_MEMBER_ID for _ in member_ids]
         answers: list[ErrorCode] = []
         removed = False
-        for member_id in member_ids:
+        for member_id, instance_id in zip(
+            member_ids, instance_ids or [None] * len(member_ids), strict=True
+        ):
+            if instance_id is not None:
+                if member_id and group.fenced(member_id, instance_id):
+                    answers.append(E.FENCED_INSTANCE_ID)
+                    continue
+                member_id = group.static.get(instance_id, member_id)
             member = group.members.get(member_id)
             if member_id in group.pending:
                 del group.pending[member_id]
@@ -295,7 +355,9 @@ class GroupCoordinator:
             self._after_removal(group)
         return answers
 
-    def check_commit(self, group_id: str, generation: int, member_id: str) -> ErrorCode:
+    def check_commit(
+        self, group_id: str, generation: int, member_id: str, instance_id: str | None = None
+    ) -> ErrorCode:
         """Whether an OffsetCommit may be stored. Generation -1 without a member is a commit
         from outside group management (an admin tool, a consumer with manual assignment):
         allowed while the group has no members. A member commits with its generation; that
@@ -306,6 +368,8 @@ class GroupCoordinator:
             return E.NONE if generation < 0 else E.ILLEGAL_GENERATION
         if generation < 0 and group.state is S.EMPTY:
             return E.NONE
+        if group.fenced(member_id, instance_id):
+            return E.FENCED_INSTANCE_ID
         if generation >= 0 or member_id:
             member = group.members.get(member_id)
             if member is None:

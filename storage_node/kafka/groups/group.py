@@ -37,6 +37,7 @@ class ErrorCode(IntEnum):
     KAFKA_STORAGE_ERROR = 56
     MEMBER_ID_REQUIRED = 79
     GROUP_MAX_SIZE_REACHED = 81
+    FENCED_INSTANCE_ID = 82
 
 
 class GroupState(StrEnum):
@@ -212,6 +213,12 @@ class Group:
     delay_until_ms: int | None = None  # a rebalance from Empty waits for more members to join
     new_member_added: bool = False
     sync_deadline_ms: int | None = None  # members that have not sent SyncGroup by then go
+    static: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id
+
+    def fenced(self, member_id: str, instance_id: str | None) -> bool:
+        """A static member's request under a member id the instance no longer holds."""
+        held = self.static.get(instance_id) if instance_id is not None else None
+        return held is not None and held != member_id
 
     def candidates(self) -> set[str]:
         """The protocols every member supports."""

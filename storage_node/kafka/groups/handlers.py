@@ -139,6 +139,7 @@ async def sync_group(ctx: RequestContext, req: Any) -> Any:
     reply = ng.coordinator.sync(
         req.group_id, req.generation_id, req.member_id, assignments,
         getattr(req, "protocol_type", None), getattr(req, "protocol_name", None),
+        getattr(req, "group_instance_id", None),
     )  # fmt: skip
     result = await ng.wait(reply)
     return ctx.make(
@@ -152,7 +153,9 @@ async def heartbeat(ctx: RequestContext, req: Any) -> Any:
     ng = groups_of(ctx.node)
     error = ng.check(req.group_id)
     if error is E.NONE:
-        error = ng.coordinator.heartbeat(req.group_id, req.generation_id, req.member_id)
+        error = ng.coordinator.heartbeat(
+            req.group_id, req.generation_id, req.member_id, getattr(req, "group_instance_id", None)
+        )
     return ctx.make("HeartbeatResponse", throttle_time=NO_THROTTLE, error_code=code(error))
 
 
@@ -167,7 +170,9 @@ async def leave_group(ctx: RequestContext, req: Any) -> Any:
     if error is not E.NONE:
         answers = [error] * len(leaving)
     else:
-        answers = ng.coordinator.leave(req.group_id, [member_id for member_id, _ in leaving])
+        answers = ng.coordinator.leave(
+            req.group_id, [m for m, _ in leaving], [i for _, i in leaving]
+        )
     if ctx.api_version < 3:
         return ctx.make(
             "LeaveGroupResponse", throttle_time=NO_THROTTLE, error_code=code(answers[0])
@@ -189,7 +194,12 @@ async def offset_commit(ctx: RequestContext, req: Any) -> Any:
     error = ng.check(group)
     if error is E.NONE:
         generation = getattr(req, "generation_id_or_member_epoch", -1)
-        error = ng.coordinator.check_commit(group, generation, getattr(req, "member_id", ""))
+        error = ng.coordinator.check_commit(
+            group,
+            generation,
+            getattr(req, "member_id", ""),
+            getattr(req, "group_instance_id", None),
+        )
     wanted = [(t.name, p) for t in req.topics for p in t.partitions]
     outcomes: list[ErrorCode]
     if error is not E.NONE:

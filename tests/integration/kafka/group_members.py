@@ -47,12 +47,17 @@ def describe(endpoint: str, group: str) -> dict[int, dict[str, Any]]:
 class Member:
     """One confluent-kafka consumer of the group: what it was assigned and what it read."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str, name: str) -> None:
+    def __init__(
+        self, bootstrap: str, group: str, topic: str, name: str, instance_id: str | None = None
+    ) -> None:
         self.name = name
         self.assigned: set[int] = set()
+        self.revoked = 0
         self.read: list[bytes] = []
+        static = {"group.instance.id": instance_id} if instance_id else {}
         self.consumer = Consumer(
             {
+                **static,
                 "bootstrap.servers": bootstrap,
                 "group.id": group,
                 "client.id": name,
@@ -70,6 +75,7 @@ class Member:
 
     def _on_revoke(self, _c: Consumer, parts: list[TopicPartition]) -> None:
         self.assigned = set()
+        self.revoked += 1
 
     def poll(self) -> None:
         """One poll; a message read is committed (synchronously) before the next poll, the

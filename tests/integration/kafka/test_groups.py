@@ -140,3 +140,21 @@ def test_a_killed_member_expires_after_its_session_and_the_other_takes_over(
     desc = admin.describe_consumer_groups([group])[group].result()
     assert [m.client_id for m in desc.members] == ["survivor"]
     a.consumer.close()
+
+
+def test_a_static_member_restarting_gets_its_partitions_back_without_a_rebalance(
+    kafka_node: KafkaNode, request: pytest.FixtureRequest
+) -> None:
+    topic, group = topic_name(request), "static-members"
+    kafka_node.create_topic(topic, partitions=4)
+    a = Member(kafka_node.bootstrap, group, topic, "static-a", instance_id="pod-a")
+    poll_until([a], "a, the first (so the leader), holds everything", lambda: len(a.assigned) == 4)
+    b = Member(kafka_node.bootstrap, group, topic, "static-b", instance_id="pod-b")
+    poll_until([a, b], "the partitions split", lambda: len(a.assigned) == len(b.assigned) == 2)
+    held_by_b, revokes = set(b.assigned), a.revoked
+    b.consumer.close()  # a static member sends no LeaveGroup
+    again = Member(kafka_node.bootstrap, group, topic, "static-b", instance_id="pod-b")
+    poll_until([a, again], "pod-b holds its partitions again", lambda: again.assigned == held_by_b)
+    assert a.revoked == revokes  # a kept its partitions throughout: no rebalance
+    for m in (a, again):
+        m.consumer.close()

@@ -354,3 +354,45 @@ def test_after_expire_no_deadline_is_already_due(coord, clock):
         coord.expire()
         deadline = coord.next_deadline()
         assert deadline is None or deadline > clock.ms
+
+
+def test_a_static_member_restarting_takes_its_place_back_without_a_rebalance(coord, clock):
+    leader_id = member_id_for(coord)
+    leader = coord.join(request(leader_id))
+    static = coord.join(request(instance_id="pod-1"))  # no MEMBER_ID_REQUIRED for static ones
+    for _ in range(2):
+        advance(coord, clock, DELAY)
+    old_id = static.result().member_id
+    assignment = {leader_id: b"l", old_id: b"s"}
+    coord.sync("g", 1, leader_id, assignment)
+    assert coord.sync("g", 1, old_id, {}, instance_id="pod-1").result().assignment == b"s"
+    # the pod restarts: a new join under the same instance id, no member id
+    back = coord.join(request(instance_id="pod-1")).result()
+    assert back.error is E.NONE and back.generation == 1 and back.member_id != old_id
+    assert coord.heartbeat("g", 1, leader_id) is E.NONE  # nobody else rebalances
+    synced = coord.sync("g", 1, back.member_id, {}, instance_id="pod-1").result()
+    assert synced.assignment == b"s"
+    # the old incarnation is fenced everywhere
+    assert coord.heartbeat("g", 1, old_id, "pod-1") is E.FENCED_INSTANCE_ID
+    assert coord.check_commit("g", 1, old_id, "pod-1") is E.FENCED_INSTANCE_ID
+    assert coord.sync("g", 1, old_id, {}, instance_id="pod-1").result().error is (
+        E.FENCED_INSTANCE_ID
+    )
+    stale = coord.join(request(old_id, instance_id="pod-1")).result()
+    assert stale.error is E.FENCED_INSTANCE_ID
+    assert coord.leave("g", [old_id], ["pod-1"]) == [E.FENCED_INSTANCE_ID]
+    # leaving by instance id alone
+    assert coord.leave("g", [""], ["pod-1"]) == [E.NONE]
+    assert coord.heartbeat("g", 1, leader_id) is E.REBALANCE_IN_PROGRESS
+    assert leader.result().generation == 1
+
+
+def test_a_static_leader_coming_back_rebalances_the_group(coord, clock):
+    first = coord.join(request(instance_id="pod-0"))
+    advance(coord, clock, DELAY)
+    old = first.result()
+    assert old.leader_id == old.member_id
+    coord.sync("g", 1, old.member_id, {old.member_id: b"a"})
+    back = coord.join(request(instance_id="pod-0")).result()  # the leader must assign again:
+    assert back.generation == 2 and back.leader_id == back.member_id != old.member_id
+    assert [m.member_id for m in back.members] == [back.member_id]
