@@ -26,7 +26,9 @@ class KafkaNode:
         self.partitions = runtime.partitions  # every store access goes through it
         settings = runtime.settings
         self.max_request_bytes = settings.max_body_bytes
-        advertised = settings.kafka_advertise or f"{host}:{port}"
+        # by default the host clients reach the node's HTTP API at (its advertised address,
+        # not a wildcard listen address such as 0.0.0.0) with the Kafka port
+        advertised = settings.kafka_advertise or f"{_http_host(settings.address)}:{port}"
         self.host, self.port = split_host_port(advertised)
 
     def brokers(self) -> list[Broker]:

@@ -26,7 +26,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from storage_node.errors import InvalidArgument, MsgStoreError
+from storage_node.errors import InvalidArgument, MsgStoreError, NotEnoughReplicas
 from storage_node.formats.packed import filled
 from storage_node.kafka.errors import error_code, error_message
 from storage_node.kafka.records import CorruptBatch, UnsupportedBatch, decode_batch
@@ -80,6 +80,8 @@ def _code(exc: BaseException) -> ErrorCode:
         return ErrorCode.unsupported_for_message_format
     if isinstance(exc, UnknownPartition):
         return ErrorCode.unknown_topic_or_partition
+    if isinstance(exc, NotEnoughReplicas):  # the store wrote it; too few copies hold it
+        return ErrorCode.not_enough_replicas_after_append
     return error_code(exc)
 
 

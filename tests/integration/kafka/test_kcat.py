@@ -106,3 +106,15 @@ def test_unknown_topic_is_refused_and_creates_nothing(kafka_node: KafkaNode, req
     )
     assert b"Unknown topic or partition" in result.stderr
     assert requests.get(kafka_node.url(f"/v1/topics/{topic}"), timeout=10).status_code == 404
+
+
+def test_the_kafka_address_follows_the_advertised_http_host(tmp_path):
+    """A node advertising another name than its listen address (a pod listening on every
+    address and known by its DNS name) gives Kafka clients that name with its Kafka port."""
+    node = KafkaNode(tmp_path / "named", args=["--advertise-address", "http://localhost:1"])
+    node.start()
+    try:
+        doc = json.loads(kcat(node, "-L", "-J").stdout)
+        assert [b["name"] for b in doc["brokers"]] == [f"localhost:{node.kafka_port}"]
+    finally:
+        node.stop()
