@@ -75,8 +75,9 @@ def test_assign_and_seek_by_timestamp(kafka_node: KafkaNode, request):
     topic = topic_name(request)
     kafka_node.create_topic(topic, partitions=1)
     produce_all(kafka_node, topic, [(b"a", b"early-%d" % i) for i in range(20)])
-    time.sleep(0.05)  # the store clock must move past the first batch's store time
-    middle = int(time.time() * 1000)
+    # a time after every store time of the first batch (acknowledged before now), and the
+    # second batch stored after it (store times never go back)
+    middle = int(time.time() * 1000) + 1
     while int(time.time() * 1000) <= middle:
         time.sleep(0.001)
     produce_all(kafka_node, topic, [(b"b", b"late-%d" % i) for i in range(10)])
