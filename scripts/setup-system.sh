@@ -13,6 +13,8 @@ if ! command -v python3.11 >/dev/null 2>&1; then need+=(python3.11 python3.11-ve
 # ip and iptables: the replication tests put each node in its own network namespace.
 if ! command -v ip >/dev/null 2>&1; then need+=(iproute2); fi
 if ! command -v iptables >/dev/null 2>&1; then need+=(iptables); fi
+# kcat: the Kafka listener's tests drive it as a real Kafka client (tests/integration/kafka).
+if ! command -v kcat >/dev/null 2>&1; then need+=(kcat); fi
 if ((${#need[@]})); then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   echo "installing Debian packages: ${need[*]}"

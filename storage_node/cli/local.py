@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import requests
@@ -78,6 +78,7 @@ def node_command(
         "--set",
         f"node_ip={node_ip_for(node.id)}",
         *tls_args,
+        *(["--kafka-port", str(node.kafka_port)] if node.kafka_port else []),
         *(extra_args or []),
     ]
 
@@ -120,6 +121,10 @@ class LocalCluster:
     @property
     def addresses(self) -> list[str]:
         return [n.address for n in self.nodes]
+
+    def kafka_address(self, node: NodeProcess) -> str | None:
+        """host:port of a node's Kafka listener (None for a node started without one)."""
+        return f"{self.host}:{node.kafka_port}" if node.kafka_port else None
 
     def _save(self) -> None:
         doc = {
@@ -167,6 +172,7 @@ class LocalCluster:
         self.extra_args = list(extra_args or [])
         # ports are kept from the last run, so addresses (MSGSTORE_ENDPOINT) stay valid
         previous = {n.id: n.port for n in self.nodes}
+        previous_kafka = {n.id: n.kafka_port for n in self.nodes}
         self.tls = tls
         self.replication_factor = replication_factor
         self.min_in_sync = min_in_sync
@@ -182,6 +188,10 @@ class LocalCluster:
                     f"port {port} of node-{i} (kept from the last run in {self.dir / STATE_FILE})"
                     " is taken by another process; free it or start with --base-port"
                 )
+            taken |= {n.kafka_port for n in self.nodes} | {port}
+            kafka_port = 0  # no Kafka listener where the nodes need a token or TLS (no SASL)
+            if not (tls or "MSGSTORE_TOKEN" in self.env):
+                kafka_port = previous_kafka.get(f"node-{i}") or free_port(self.host, taken)
             node_dir = self.dir / f"node-{i}"
             node_dir.mkdir(exist_ok=True)
             self.nodes.append(
@@ -192,6 +202,7 @@ class LocalCluster:
                     pid=0,
                     data_dir=str(node_dir),
                     log=str(node_dir / NODE_LOG),
+                    kafka_port=kafka_port,
                 )
             )
         if self.tls_dir is not None:
@@ -260,7 +271,9 @@ class LocalCluster:
 
     def _write_routing(self) -> None:
         """Keep topics of an earlier run; node addresses follow this run's ports."""
-        entries = tuple(NodeEntry(n.id, n.address) for n in self.nodes)
+        entries = tuple(
+            NodeEntry(n.id, n.address, kafka_address=self.kafka_address(n)) for n in self.nodes
+        )
         if Path(self.routing_file).exists():
             old = read_routing_file(self.routing_file)
             owners = {o for t in old.topics.values() for o in t.owners}
@@ -286,6 +299,7 @@ class LocalCluster:
             table = new_local_table(
                 [(n.id, n.address) for n in self.nodes], self.replication_factor, self.min_in_sync
             )
+            table = replace(table, nodes=entries)  # with their Kafka addresses
         write_routing_file(self.routing_file, table)
 
     def _spawn(self, node: NodeProcess) -> None:

@@ -40,7 +40,8 @@ def cmd_local_up(args: argparse.Namespace) -> int:
         min_in_sync=args.min_in_sync,
     )
     for n in nodes:
-        print(f"{n.id} {n.address} pid={n.pid} log={n.log}")
+        kafka = cluster.kafka_address(n) or "-"
+        print(f"{n.id} {n.address} kafka={kafka} pid={n.pid} log={n.log}")
     print(f"routing table: {cluster.routing_file}")
     if cluster.ca_file:
         print(f"CA certificate: {cluster.ca_file} (use --ca or MSGSTORE_CA)")
@@ -58,14 +59,15 @@ def cmd_local_status(args: argparse.Namespace) -> int:
     from storage_node.server.routing_state import read_routing_file
 
     cluster = _cluster(args)
-    print(f"{'NODE':<8} {'STATE':<8} {'PID':>7}  {'ADDRESS':<26} HEALTH")
+    print(f"{'NODE':<8} {'STATE':<8} {'PID':>7}  {'ADDRESS':<26} {'KAFKA':<21} HEALTH")
     for n in cluster.nodes:
         state = cluster.state(n)
         pid = str(n.pid) if state == "running" else "-"
         health = cluster.health(n)
         if state == "crashed":
             health = f"exited without 'local stop' (pid {n.pid}); see {n.log}"
-        print(f"{n.id:<8} {state:<8} {pid:>7}  {n.address:<26} {health}")
+        kafka = cluster.kafka_address(n) or "-"
+        print(f"{n.id:<8} {state:<8} {pid:>7}  {n.address:<26} {kafka:<21} {health}")
     table = read_routing_file(cluster.routing_file)
     if not table.logs:
         print("controller: none (replication factor 1: each node serves its own log)")

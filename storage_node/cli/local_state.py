@@ -28,6 +28,7 @@ class NodeProcess:
     pid: int
     data_dir: str
     log: str
+    kafka_port: int = 0  # its Kafka listener (docs/KAFKA.md)
 
 
 def read_state(directory: Path) -> dict[str, Any]:

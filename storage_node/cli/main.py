@@ -45,6 +45,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "config": args.config,
         "tls_cert": args.tls_cert,
         "tls_key": args.tls_key,
+        "kafka_port": args.kafka_port,
     }
     for item in args.set or []:
         name, sep, value = item.partition("=")
@@ -66,6 +67,11 @@ def register_serve(sub: Any) -> None:
     p.add_argument("--config", help="JSON or YAML file of settings (docs/CONFIG.md)")
     p.add_argument("--tls-cert", help="serve HTTPS with this certificate (env MSGSTORE_TLS_CERT)")
     p.add_argument("--tls-key", help="private key of --tls-cert (env MSGSTORE_TLS_KEY)")
+    p.add_argument(
+        "--kafka-port",
+        type=int,
+        help="serve the Kafka protocol on this port (env MSGSTORE_KAFKA_PORT; off when unset)",
+    )
     p.add_argument("--set", action="append", metavar="NAME=VALUE", help="any setting")
     p.set_defaults(func=cmd_serve)
 

@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         say(f"starting a local {nodes}-node cluster in {workdir}")
         for n in cluster.up(nodes=nodes, env=node_env()):
-            say(f"  {n.id} {n.address}")
+            say(f"  {n.id} {n.address} (Kafka: {cluster.kafka_address(n)})")
         with Client(cluster.addresses) as client:
             client.create_topic(TOPIC, PARTITIONS)
         say(f"loading {path.name} into topic '{TOPIC}' ({PARTITIONS} partitions)")
@@ -259,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
         say(
             f"\nserving at {', '.join(cluster.addresses)} — try:\n"
             f"  .venv/bin/msgstore query {TOPIC} ord-00000042 --endpoint {cluster.addresses[0]}\n"
+            f"  kcat -b {cluster.kafka_address(cluster.nodes[0])} -C -t {TOPIC} -o -5 -e"
+            " -f '%k %s\\n'   (any Kafka client works: docs/KAFKA.md)\n"
             "press Ctrl-C to stop"
         )
         while not stop.wait(1.0):

@@ -137,16 +137,22 @@ class PartitionService:
 
     # -- appends --------------------------------------------------------------------------
     async def append(
-        self, topic: str, batch: PackedBatch, producer_id: str | None, sequence: int | None
+        self,
+        topic: str,
+        batch: PackedBatch,
+        producer_id: str | None,
+        sequence: int | None,
+        wait_replicas: bool = True,
     ) -> AppendDone:
         """Store a batch whose partitions are set (one log: the first partition's), wait
-        for the log's minimum in-sync replicas (a ``sync`` log), wake long polls."""
+        for the log's minimum in-sync replicas (a ``sync`` log; not with ``wait_replicas``
+        False: Kafka's acks=1), wake long polls."""
         assert batch.partitions is not None
         first = int(batch.partitions[0])
         store = self.writable_store(topic, first)
         future = store.submit_packed(topic, batch, producer_id=producer_id, sequence=sequence)
         result = await asyncio.wrap_future(future)
-        copies = await self.replicated(topic, first, store)
+        copies = await self.replicated(topic, first, store) if wait_replicas else None
         self.events.notify(topic, set(batch.partitions.tolist()))
         return AppendDone(result, copies)
 

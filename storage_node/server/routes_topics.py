@@ -45,20 +45,26 @@ async def create_topic(request: web.Request) -> web.Response:
     rt.partitions.check_writable()
     spec = parse_topic_body(await json_body(request))
     cfg = TopicConfig(**spec)
+    created, down = await create_topic_in_cluster(rt, cfg)
+    doc = topic_with_owners(rt, cfg)
+    if down:
+        doc["skipped_nodes"] = down
+    return web.json_response(doc, status=201 if created else 200)
+
+
+async def create_topic_in_cluster(rt: NodeRuntime, cfg: TopicConfig) -> tuple[bool, dict[str, str]]:
+    """Create a topic: in the routing file first (its partitions to the ready nodes), then
+    here (every front end's topic creation). (created anywhere, the peers skipped and why)."""
     created_route = False
     down: dict[str, str] = {}
     if not rt.routing.standalone:
-        before = rt.routing.table.topics.get(spec["name"])
+        before = rt.routing.table.topics.get(cfg.name)
         if before is None:
             down = await _unready_peers(rt)
         await rt.in_thread(rt.routing.add_topic, cfg, frozenset(down))
         created_route = before is None
     created = await rt.partitions.create_topic(cfg)
-    status = 201 if (created or created_route) else 200
-    doc = topic_with_owners(rt, cfg)
-    if down:
-        doc["skipped_nodes"] = down
-    return web.json_response(doc, status=status)
+    return created or created_route, down
 
 
 async def _unready_peers(rt: NodeRuntime) -> dict[str, str]:
@@ -158,14 +164,24 @@ async def delete_topic(request: web.Request) -> web.Response:
     if rt.routing.standalone or scope == "local":
         await rt.partitions.delete_topic(topic)
         return web.json_response({"name": topic, "deleted": True, "pending_nodes": {}})
+    failed = await delete_topic_in_cluster(rt, topic)
+    return web.json_response({"name": topic, "deleted": True, "pending_nodes": failed})
+
+
+async def delete_topic_in_cluster(rt: NodeRuntime, topic: str) -> dict[str, str]:
+    """Delete a topic from the routing file, here and on every peer; the peers that could
+    not be told, and why (they delete it when they next read the file)."""
+    if rt.routing.standalone:
+        await rt.partitions.delete_topic(topic)
+        return {}
     await rt.in_thread(rt.routing.remove_topic, topic)
     try:
         await rt.partitions.delete_topic(topic)
     except UnknownTopic:
         pass  # routed but never created here
-    done, failed = await _each_peer(rt, "DELETE", request.rel_url.raw_path)
+    done, failed = await _each_peer(rt, "DELETE", f"/v1/topics/{topic}")
     await rt.in_thread(rt.routing.deletion_done, topic, done | {rt.settings.node_id})
-    return web.json_response({"name": topic, "deleted": True, "pending_nodes": failed})
+    return failed
 
 
 async def add_partitions(request: web.Request) -> web.Response:
@@ -177,25 +193,41 @@ async def add_partitions(request: web.Request) -> web.Response:
     partitions = parse(TopicPartitions, await json_body(request)).partitions
     rt.partitions.check_writable()
     rt.routing.refresh_if_changed()
-    before = await get_topic_config(rt, topic)
-    failed: dict[str, str] = {}
-    down: dict[str, str] = {}
-    if not rt.routing.standalone and scope == "cluster":
-        if partitions > before.partitions:
-            down = await _unready_peers(rt)
-        await rt.in_thread(rt.routing.grow_topic, topic, partitions, frozenset(down))
+    if scope == "local":
+        before = await get_topic_config(rt, topic)
         cfg = await rt.partitions.add_partitions(topic, partitions)
-        if partitions > before.partitions:
-            body = {"partitions": partitions}
-            _done, failed = await _each_peer(rt, "POST", request.rel_url.raw_path, body)
+        failed: dict[str, str] = {}
+        down: dict[str, str] = {}
     else:
-        cfg = await rt.partitions.add_partitions(topic, partitions)
+        before, cfg, failed, down = await add_partitions_in_cluster(rt, topic, partitions)
     doc = topic_with_owners(rt, cfg)
     doc["previous_partitions"] = before.partitions
     doc["pending_nodes"] = failed
     if down:
         doc["skipped_nodes"] = down
     return web.json_response(doc)
+
+
+async def add_partitions_in_cluster(
+    rt: NodeRuntime, topic: str, partitions: int
+) -> tuple[TopicConfig, TopicConfig, dict[str, str], dict[str, str]]:
+    """Grow a topic in the routing file (new partitions to ready nodes), here and on every
+    peer: (config before, config after, peers not told, peers skipped)."""
+    before = await get_topic_config(rt, topic)
+    failed: dict[str, str] = {}
+    down: dict[str, str] = {}
+    if not rt.routing.standalone:
+        if partitions > before.partitions:
+            down = await _unready_peers(rt)
+        await rt.in_thread(rt.routing.grow_topic, topic, partitions, frozenset(down))
+        cfg = await rt.partitions.add_partitions(topic, partitions)
+        if partitions > before.partitions:
+            body = {"partitions": partitions}
+            path = f"/v1/topics/{topic}/partitions"
+            _done, failed = await _each_peer(rt, "POST", path, body)
+    else:
+        cfg = await rt.partitions.add_partitions(topic, partitions)
+    return before, cfg, failed, down
 
 
 def register(app: web.Application) -> None:

@@ -10,6 +10,7 @@ import logging
 import os
 import signal
 import sys
+from typing import Any
 
 from aiohttp import web
 
@@ -81,6 +82,24 @@ def _open_store(runtime: NodeRuntime) -> None:
     runtime.sync_topics_from_routing()
 
 
+async def _start_kafka(runtime: NodeRuntime) -> Any:
+    """The Kafka listener (docs/KAFKA.md) when a Kafka port is set, on this event loop."""
+    settings = runtime.settings
+    if not settings.kafka_port:
+        return None
+
+    def build() -> Any:  # in a thread: importing the protocol schemas takes a moment
+        from storage_node.kafka.listener import KafkaListener
+        from storage_node.kafka.node import KafkaNode
+
+        return KafkaListener(KafkaNode(runtime, settings.host, settings.kafka_port))
+
+    listener = await asyncio.to_thread(build)
+    await listener.start(settings.host, settings.kafka_port)
+    log.info("node %s serving Kafka on %s:%d", settings.node_id, settings.host, listener.port)
+    return listener
+
+
 async def serve(settings: NodeSettings) -> int:
     """Serve until a stop signal; returns the process exit code."""
     runtime = NodeRuntime(settings)
@@ -107,10 +126,18 @@ async def serve(settings: NodeSettings) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    exit_code = 0
+    try:  # before the store opens: a node that answers ready serves Kafka too
+        kafka = await _start_kafka(runtime)
+    except OSError as err:  # the Kafka port is taken: stop as a failed start
+        kafka = None
+        runtime.startup_error = f"cannot serve Kafka on port {settings.kafka_port}: {err}"
+        log.error("%s", runtime.startup_error)
+        exit_code = 1
+        stop.set()
     open_task = loop.run_in_executor(None, _open_store, runtime)
     watcher = asyncio.create_task(_routing_watch(runtime, app))
     tls_watcher = asyncio.create_task(_tls_watch(runtime, tls)) if tls else None
-    exit_code = 0
     stop_task = asyncio.create_task(stop.wait())
     first: set[asyncio.Future[None] | asyncio.Task[bool]] = {open_task, stop_task}
     done, _ = await asyncio.wait(first, return_when=asyncio.FIRST_COMPLETED)
@@ -131,6 +158,8 @@ async def serve(settings: NodeSettings) -> int:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+    if kafka is not None:
+        await kafka.close()
     await runner.cleanup()
     if not open_task.done():
         with contextlib.suppress(Exception):

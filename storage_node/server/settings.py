@@ -60,6 +60,10 @@ class NodeSettings:
     tls_ca: str = ""
     tls_reload_s: float = 5.0
     log_level: str = "INFO"
+    # the Kafka listener (storage_node/kafka, docs/KAFKA.md): off while kafka_port is 0;
+    # kafka_advertise is the host:port Kafka clients are told to use (host:kafka_port if empty)
+    kafka_port: int = 0
+    kafka_advertise: str = ""
     store: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -193,6 +197,15 @@ def resolve_settings(
         raise InvalidArgument("a data directory is required (--data-dir or MSGSTORE_DATA_DIR)")
     if not 0 <= settings.port <= 65535:
         raise InvalidArgument(f"port {settings.port} is out of range")
+    if not 0 <= settings.kafka_port <= 65535:
+        raise InvalidArgument(f"Kafka port {settings.kafka_port} is out of range")
+    if settings.kafka_port and (settings.token or settings.read_token or settings.tls_cert):
+        raise InvalidArgument(
+            "the Kafka listener has no authentication or TLS yet (SASL is not implemented): "
+            "it cannot serve a node that requires a token or serves HTTPS; unset kafka_port"
+        )
+    if settings.kafka_advertise and not _host_port(settings.kafka_advertise):
+        raise InvalidArgument(f"kafka_advertise {settings.kafka_advertise!r} must be host:port")
     if bool(settings.tls_cert) != bool(settings.tls_key):
         raise InvalidArgument("TLS needs both a certificate and a key (--tls-cert and --tls-key)")
     for what, path in (("certificate", settings.tls_cert), ("key", settings.tls_key)):
@@ -206,6 +219,11 @@ def resolve_settings(
     if settings.tls_reload_s <= 0:
         raise InvalidArgument("tls_reload_s must be positive")
     return settings
+
+
+def _host_port(text: str) -> bool:
+    host, _, port = text.rpartition(":")
+    return bool(host) and port.isdigit() and 0 < int(port) <= 65535
 
 
 def build_store_config(settings: NodeSettings) -> Any:

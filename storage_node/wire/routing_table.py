@@ -41,6 +41,8 @@ class NodeEntry:
     address: str
     # Where clients outside the cluster reach this node (Kubernetes NodePort), if anywhere.
     external_address: str | None = None
+    # host:port of the node's Kafka listener (docs/KAFKA.md), if it serves one.
+    kafka_address: str | None = None
 
     def address_for(self, listener: str) -> str:
         """The address of the given listener ("internal" or "external"), internal if none."""
@@ -283,6 +285,8 @@ def _node_json(node: NodeEntry) -> dict[str, str]:
     doc = {"id": node.id, "address": node.address}
     if node.external_address:
         doc["external_address"] = node.external_address
+    if node.kafka_address:
+        doc["kafka_address"] = node.kafka_address
     return doc
 
 
@@ -322,8 +326,15 @@ def parse_routing(doc: object) -> RoutingTable:
             or (isinstance(external, str) and external.startswith(("http://", "https://"))),
             f"node {node_id!r}: 'external_address' must be an http(s) URL",
         )
+        kafka = entry.get("kafka_address")
+        _require(
+            kafka is None or (isinstance(kafka, str) and _is_host_port(kafka)),
+            f"node {node_id!r}: 'kafka_address' must be host:port",
+        )
         nodes.append(
-            NodeEntry(node_id, address.rstrip("/"), external.rstrip("/") if external else None)
+            NodeEntry(
+                node_id, address.rstrip("/"), external.rstrip("/") if external else None, kafka
+            )
         )
     ids = [n.id for n in nodes]
     _require(len(set(ids)) == len(ids), "node ids must be unique")
@@ -368,6 +379,11 @@ def parse_routing(doc: object) -> RoutingTable:
     return RoutingTable(
         generation, managed_by, tuple(nodes), topics, dict(doc), logs, factor, min_in_sync
     )
+
+
+def _is_host_port(text: str) -> bool:
+    host, _, port = text.rpartition(":")
+    return bool(host) and port.isdigit() and 0 < int(port) <= 65535
 
 
 def _int_in(value: object, low: int, high: int) -> bool:

@@ -46,6 +46,9 @@ LAYERS: dict[str, int] = {
     "storage_node.partitions": 4,  # which store serves a partition: below every front end
     "storage_node.server": 5,
     "storage_node.client": 5,
+    # the Kafka listener: a front end beside the HTTP routes, over the partition service
+    # and the node's runtime (server.runtime); server.serve starts it
+    "storage_node.kafka": 5,
     "storage_node.cli": 6,
     "storage_node.demo": 6,
     "msgstore_spark": 6,

@@ -37,6 +37,10 @@ def test_yaml_file_and_env_only(tmp_path):
         ({"data_dir": "d"}, {"MSGSTORE_PORT": "http"}, "port"),
         ({"data_dir": "d"}, {"MSGSTORE_PORT": "70000"}, "out of range"),
         ({"data_dir": "d"}, {"MSGSTORE_FLUSH_MODE": "sometimes"}, "flush_mode"),
+        ({"data_dir": "d"}, {"MSGSTORE_KAFKA_PORT": "70000"}, "Kafka port"),
+        ({"data_dir": "d"}, {"MSGSTORE_KAFKA_ADVERTISE": "nohost"}, "host:port"),
+        # no unauthenticated way around the HTTP API's token (the listener has no SASL yet)
+        ({"data_dir": "d", "kafka_port": 9092}, {"MSGSTORE_TOKEN": "t"}, "no authentication"),
     ],
 )
 def test_bad_settings(flags, env, message):

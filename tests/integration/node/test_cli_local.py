@@ -21,11 +21,17 @@ def run(*args: str, stdin: bytes | None = None, check: bool = True):
 
 def status(data_dir: str) -> dict[str, list[str]]:
     """node id -> [pid, address, health...] from `local status` (its STATE column in
-    ``states``)."""
+    ``states``; every node's Kafka address, the KAFKA column, checked and left out)."""
     lines = run("local", "status", "--data-dir", data_dir).stdout.decode().splitlines()
-    assert lines[0].split() == ["NODE", "STATE", "PID", "ADDRESS", "HEALTH"], lines
-    rows = [line.split() for line in lines[1:] if line.startswith("node-")]
-    return {row[0]: row[2:] for row in rows}
+    assert lines[0].split() == ["NODE", "STATE", "PID", "ADDRESS", "KAFKA", "HEALTH"], lines
+    out = {}
+    for line in lines[1:]:
+        if not line.startswith("node-"):
+            continue
+        node, _state, pid, address, kafka, *health = line.split()
+        assert kafka.startswith("127.0.0.1:") and kafka.split(":")[1].isdigit(), line
+        out[node] = [pid, address, *health]
+    return out
 
 
 def states(data_dir: str) -> dict[str, str]:

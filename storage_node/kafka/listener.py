@@ -1,0 +1,168 @@
+"""The Kafka listener: an asyncio server on the node's event loop.
+
+Each connection is read as Kafka frames (a 4-byte big-endian size, then the request). A
+connection's requests are answered one at a time, in order, as a Kafka broker does (a long
+Fetch holds the ones behind it). What closes a connection, with a warning in the log and no
+answer, as Kafka's broker does: a size below 8 bytes or above the node's request limit, an
+unknown API key, a version outside the API's range (except ApiVersions, answered with v0 and
+UNSUPPORTED_VERSION so the client can pick), a header or body that does not parse, or an
+exception escaping a handler. Bytes left after a request that parsed are ignored, as
+Kafka's broker ignores them. Nothing a request carries is stored
+before its whole body has parsed and every batch in it passed its checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import logging
+import struct
+from typing import Any
+
+from kio.serial import entity_reader, entity_writer
+
+from storage_node.kafka.apis import HANDLER_MODULES
+from storage_node.kafka.node import KafkaNode
+from storage_node.kafka.registry import ApiTable, RequestContext
+
+log = logging.getLogger("msgstore.kafka")
+
+API_VERSIONS_KEY = 18
+_SIZE = struct.Struct(">i")
+_HEAD = struct.Struct(">hhi")  # api key, api version, correlation id
+
+
+class BadRequest(Exception):
+    """The bytes are not a request this listener can answer: the connection is closed."""
+
+
+def build_table() -> ApiTable:
+    table = ApiTable()
+    for module in HANDLER_MODULES:
+        module.register(table)
+    return table
+
+
+class KafkaListener:
+    """Serves the Kafka protocol for one node until ``close``."""
+
+    def __init__(self, node: KafkaNode, table: ApiTable | None = None) -> None:
+        self.node = node
+        self.table = table or build_table()
+        self.max_request_bytes = node.max_request_bytes
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    async def start(self, host: str, port: int) -> None:
+        self._server = await asyncio.start_server(self._serve, host, port, reuse_address=True)
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def close(self) -> None:
+        """Stop accepting, end every connection (requests in flight are cancelled)."""
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        for task in list(self._connections):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        peer = writer.get_extra_info("peername")
+        try:
+            while True:
+                try:
+                    head = await reader.readexactly(4)
+                except asyncio.IncompleteReadError:
+                    return  # the client closed the connection between requests
+                (size,) = _SIZE.unpack(head)
+                if not 8 <= size <= self.max_request_bytes:
+                    raise BadRequest(
+                        f"a request of {size} bytes (8..{self.max_request_bytes} allowed)"
+                    )
+                try:
+                    frame = await reader.readexactly(size)
+                except asyncio.IncompleteReadError as exc:
+                    raise BadRequest(
+                        f"the connection closed {len(exc.partial)} bytes into a {size}-byte request"
+                    ) from None
+                answer = await self._answer(frame, peer)
+                if answer is not None:
+                    writer.write(answer)
+                    await writer.drain()
+        except BadRequest as exc:
+            log.warning("kafka: closing the connection from %s: %s", peer, exc)
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        except Exception:  # noqa: BLE001 - one connection's failure never stops the listener
+            log.exception("kafka: closing the connection from %s after an error", peer)
+        finally:
+            self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _answer(self, frame: bytes, peer: Any = None) -> bytes | None:
+        """The framed answer to one request (None: the request gets no answer)."""
+        api_key, version, correlation_id = _HEAD.unpack_from(frame)
+        api = self.table.get(api_key)
+        if api is None:
+            raise BadRequest(f"unknown API key {api_key} (correlation id {correlation_id})")
+        if not api.min_version <= version <= api.max_version:
+            if api_key == API_VERSIONS_KEY:
+                return self._unsupported_api_versions(correlation_id)
+            raise BadRequest(
+                f"{api.name} v{version} is not supported (v{api.min_version}..v{api.max_version})"
+            )
+        request_type = self.table.request_type(api_key, version)
+        header_type: Any = request_type.__header_schema__  # type: ignore[attr-defined]
+        try:
+            header, used = entity_reader(header_type)(frame, 0)
+            request: Any
+            request, body_used = entity_reader(request_type)(frame, used)
+        except Exception as exc:  # noqa: BLE001 - whatever the parser raises for bad bytes
+            raise BadRequest(f"{api.name} v{version} does not parse: {exc}") from None
+        if used + body_used < len(frame):  # Kafka's broker ignores them too (librdkafka
+            # 2.16 sends 3 more bytes after a Metadata v12 body)
+            log.debug(
+                "kafka: %s v%d: %d bytes after the request",
+                api.name,
+                version,
+                len(frame) - used - body_used,
+            )
+        module = self.table.response_module(api_key, version)
+        ctx = RequestContext(api_key, version, correlation_id, header.client_id, self.node, module)
+        ctx.client_host = f"/{peer[0]}" if isinstance(peer, tuple) else ""
+        response = await api.handler(ctx, request)
+        if response is None:
+            return None
+        return encode_response(correlation_id, response)
+
+    def _unsupported_api_versions(self, correlation_id: int) -> bytes:
+        """ApiVersions v0 with UNSUPPORTED_VERSION and the versions we have (KIP-511)."""
+        from storage_node.kafka.api_versions import unsupported_answer
+
+        return encode_response(correlation_id, unsupported_answer(self.table))
+
+
+def encode_response(correlation_id: int, response: Any) -> bytes:
+    """Size, response header (its version from the response's schema), body."""
+    header_type: Any = type(response).__header_schema__
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    entity_writer(header_type)(buf, header_type(correlation_id=correlation_id))
+    entity_writer(type(response))(buf, response)
+    data = buf.getbuffer()
+    _SIZE.pack_into(data, 0, len(data) - 4)
+    del data
+    return buf.getvalue()
