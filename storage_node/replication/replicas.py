@@ -72,6 +72,10 @@ class HostedLog:
         self.tracker: InSyncTracker | None = None
         self.follower: Follower | None = None
         self.lock = threading.Lock()
+        # for metrics: leader changes seen here, and what copies were cut back (KIP-101)
+        self.leader_changes = 0
+        self.truncations = 0
+        self.truncated_bytes = 0
 
     def ensure_topics(self, topics: dict[str, dict[str, Any]]) -> None:
         for name, cfg in topics.items():
@@ -198,6 +202,8 @@ class LogHost:
                 if not changed and (hosted.role == "leader") == (route.leader == self.node_id):
                     continue
                 followers = [r for r in route.replicas if r != route.leader]
+                if changed:
+                    hosted.leader_changes += 1
                 if route.leader == self.node_id:
                     self._lead(hosted, route.epoch, followers, table.min_in_sync)
                 else:
@@ -277,6 +283,9 @@ class LogHost:
         """(The copy loop.) Cut the copy back to ``position`` (KIP-101), or, with
         ``start_at``, empty it and begin at that position."""
         old = hosted.store
+        hosted.truncations += 1
+        cut_from = position if start_at is None else old.log.start_pos
+        hosted.truncated_bytes += max(0, old.log.end - cut_from)
         old.close()
         directory = hosted.dir
         if start_at is not None or not _cut_log(directory, position):

@@ -34,10 +34,12 @@ from storage_node.formats.segment_name import parse_segment_name, segment_name
 from storage_node.store.commitlog import CommitLog
 from storage_node.store.config import StoreConfig
 from storage_node.store.key_index_set import KeyIndexSet, is_index_name
+from storage_node.store.maintenance import counted
 from storage_node.store.msg_id_index import MsgIdIndexes
 from storage_node.store.pinned import pinned_ranges
 from storage_node.store.queues import PartitionQueues
 from storage_node.store.segment_readers import BlockSegment, RawSegment
+from storage_node.store.stats import count
 from storage_node.store.topics import TopicRegistry
 from storage_node.store.types import FileInfo
 
@@ -366,7 +368,10 @@ class Lifecycle:
         cfg = self.config
         self.checkpoint()
         with self.lock:
-            report = self._compact(now - int(cfg.compact_after_s * 1000))
+            report = counted(
+                self.counters, "compaction", self._compact, now - int(cfg.compact_after_s * 1000)
+            )
+            count(self.counters, "upload_runs")
             uploaded = 0
             for info in self.list_files():
                 if info.state == "compacted" and _mtime_ms(self._local_path(info)) <= now - int(
@@ -383,7 +388,7 @@ class Lifecycle:
                         break
                     uploaded += 1
             report["uploaded"] = uploaded
-            report["expired"] = self.expire(now)
+            report["expired"] = counted(self.counters, "retention", self.expire, now)
         self.log.reap_retired()
         self.keyidx.reap_retired()
         return report

@@ -11,12 +11,25 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 def count_error(counters: dict, name: str, text: str) -> None:
     """Count an error under ``<name>_errors`` and keep its ``text`` as ``last_<name>_error``."""
     counters[f"{name}_errors"] = counters.get(f"{name}_errors", 0) + 1
     counters[f"last_{name}_error"] = text
+
+
+def counted(counters: dict, task: str, run: Callable[[int], T], arg: int) -> T:
+    """``run(arg)``, counted in ``<task>_runs`` and, when it raises, ``<task>_failures``."""
+    counters[f"{task}_runs"] = counters.get(f"{task}_runs", 0) + 1
+    try:
+        return run(arg)
+    except Exception:
+        counters[f"{task}_failures"] = counters.get(f"{task}_failures", 0) + 1
+        raise
 
 
 class Maintenance:

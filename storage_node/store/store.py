@@ -74,6 +74,7 @@ class Store:
         self.node_ip = ip_to_int(config.node_ip)
         self.counters = new_counters()
         self.saved_checkpoint: Checkpoint | None = None  # the last one on disk
+        self.recovery_seconds = 0.0  # how long ``open`` took to recover (metrics)
         self._syncer = LazyPool(4, "msgstore-sync")  # fsyncs of index files (checkpoints)
         self._use(
             Parts(
@@ -163,6 +164,7 @@ class Store:
     def open(cls, config: StoreConfig) -> Store:
         """Open (and recover) the store in ``config.data_dir``."""
         store = cls(config)
+        started = time.monotonic()
         try:
             store.parts.load()
             store.checkpoint(clean=False)
@@ -170,6 +172,7 @@ class Store:
         except BaseException:
             store._release()
             raise
+        store.recovery_seconds = time.monotonic() - started
         store.maintenance.start()
         store.ready = True
         return store
