@@ -117,6 +117,11 @@ class HostedLog:
         return doc
 
 
+def _at(hosted: HostedLog) -> dict[str, Any]:
+    """The ``log`` and ``epoch`` fields of a log line about a hosted log."""
+    return {"log": hosted.id, "epoch": hosted.epoch}
+
+
 def routed_topic(route: TopicRoute) -> TopicConfig:
     """A topic of the routing table as a store creates it."""
     return TopicConfig(name=route.name, **route.config_dict())
@@ -192,7 +197,7 @@ class LogHost:
                         # log recovering and names its leader under a new epoch, this
                         # node again if its copy is the most caught up.
                         hosted.role, hosted.epoch, hosted.leader = "recovering", route.epoch, ""
-                        log.info("log %s: waiting for the controller to name a leader", log_id)
+                        log.info("waiting for the controller to name a leader", extra=_at(hosted))
                         continue
                 if route.epoch < hosted.epoch:
                     continue  # an older table than the one acted on
@@ -232,7 +237,7 @@ class LogHost:
         hosted.stale = False
         hosted.shipped_end = 0
         hosted.leader, hosted.epoch, hosted.role = self.node_id, epoch, "leader"
-        log.info("leading log %s at epoch %d from position %d", hosted.id, epoch, store.log.end)
+        log.info("leading from position %d", store.log.end, extra=_at(hosted))
 
     def _follow(self, hosted: HostedLog, leader: str, epoch: int) -> None:
         hosted.tracker = None
@@ -249,7 +254,7 @@ class LogHost:
                 self._truncate,
             )
             hosted.follower.start()
-        log.info("following log %s led by %s at epoch %d", hosted.id, leader, epoch)
+        log.info("following %s", leader, extra=_at(hosted))
 
     def _log_ids(self) -> list[str]:
         return [] if self.table is None else sorted(self.table.logs)
@@ -323,7 +328,7 @@ class LogHost:
             # fsync): resuming here would write other bytes at positions they hold under
             # the same epoch. The controller names a leader under a new epoch instead.
             hosted.role = "recovering"
-            log.warning("log %s: a shipped write failed; waiting for a new epoch", log_id)
+            log.warning("a shipped write failed; waiting for a new epoch", extra=_at(hosted))
             raise Unavailable(f"log {log_id!r} waits for its leader to be named", retry_after_s=1)
         return hosted
 

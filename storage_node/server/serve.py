@@ -9,12 +9,13 @@ import contextlib
 import logging
 import os
 import signal
-import sys
 
 from aiohttp import web
 
+from storage_node import structured_log
 from storage_node.server.app import create_app
 from storage_node.server.app_keys import METRICS
+from storage_node.server.metrics_served import stores_of
 from storage_node.server.runtime import NodeRuntime
 from storage_node.server.settings import NodeSettings, build_store_config
 from storage_node.tls import ReloadingServerContext
@@ -80,6 +81,25 @@ def _open_store(runtime: NodeRuntime) -> None:
     runtime.sync_topics_from_routing()
 
 
+def _log_recoveries(runtime: NodeRuntime) -> None:
+    """One line per store about its recovery; a warning when it cut or skipped data."""
+    for served in stores_of(runtime):
+        report = served.store.recovery_report
+        lost = report["truncated_bytes"] or report["corrupt_records"] or report["corrupt_files"]
+        log.log(
+            logging.WARNING if lost else logging.INFO,
+            "recovered in %.3fs (%s): %d bytes of torn tail cut, %d corrupt records, "
+            "%d corrupt files, %d records replayed",
+            served.store.recovery_seconds,
+            "clean shutdown" if report["clean"] else "unclean shutdown",
+            report["truncated_bytes"],
+            len(report["corrupt_records"]),
+            len(report["corrupt_files"]),
+            report["replayed_records"],
+            extra={"log": served.log},
+        )
+
+
 async def serve(settings: NodeSettings) -> int:
     """Serve until a stop signal; returns the process exit code."""
     runtime = NodeRuntime(settings)
@@ -122,6 +142,7 @@ async def serve(settings: NodeSettings) -> int:
             stop.set()
         else:
             log.info("store ready in %s", settings.data_dir)
+            _log_recoveries(runtime)
     await stop.wait()
     log.info("stopping: draining requests")
     runtime.draining = True
@@ -145,9 +166,10 @@ async def serve(settings: NodeSettings) -> int:
 
 
 def run(settings: NodeSettings) -> int:
-    logging.basicConfig(
-        level=getattr(logging, settings.log_level.upper(), logging.INFO),
-        format=f"%(asctime)s {settings.node_id} %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
+    structured_log.configure(
+        settings.node_id,
+        settings.log_level,
+        settings.log_format,
+        (settings.token, settings.read_token),
     )
     return asyncio.run(serve(settings))
