@@ -125,3 +125,14 @@ def scrape(address: str, verify: str | bool = True, token: str = "") -> dict[str
     ), om.headers
     list(openmetrics_families(om.text))  # raises on any clash or malformed line
     return families
+
+
+def samples(address: str, name: str, verify: str | bool = True) -> dict[tuple, float]:
+    """The samples of one metric on a node's page: {sorted label items: value}."""
+    page = requests.get(address + "/metrics", timeout=30, verify=verify).text
+    out: dict[tuple, float] = {}
+    for fam in text_string_to_metric_families(page):
+        for sample in fam.samples:
+            if sample.name == name:
+                out[tuple(sorted(sample.labels.items()))] = sample.value
+    return out

@@ -13,8 +13,14 @@ import requests
 
 from storage_node.cli.local import LocalCluster
 from tests.integration.node.conftest import NodeProcess
-from tests.integration.observability.exposition import Family, check_text, scrape
-from tests.integration.observability.load import produce_and_commit
+from tests.integration.observability.exposition import Family, check_text, samples, scrape
+from tests.integration.observability.load import (
+    CAUGHT_UP_GROUP,
+    LAGGING_GROUP,
+    PARTITIONS,
+    TOPIC,
+    produce_and_commit,
+)
 from tests.integration.observability.referenced import family, referenced_metrics
 
 # every label a msgstore metric may carry: each has a bounded set of values (OPERATIONS.md)
@@ -66,6 +72,20 @@ def test_a_standalone_node_serves_a_strict_page(tmp_path: Path) -> None:
             "msgstore_lifecycle_bytes",
         ):
             assert families[name].samples, name
+        # the lagging group is behind by messages and seconds, the caught-up one by neither
+        lag = samples(node.address, "msgstore_group_lag_messages")
+        lag_s = samples(node.address, "msgstore_group_lag_seconds")
+        committed = samples(node.address, "msgstore_group_committed_offset")
+        nxt = samples(node.address, "msgstore_partition_next_offset")
+        assert len(lag) == len(lag_s) == 2 * PARTITIONS
+        for labels, value in lag.items():
+            group, partition = dict(labels)["group"], dict(labels)["partition"]
+            end = nxt[(("partition", partition), ("topic", TOPIC))]
+            assert value == end - committed[labels]
+            if group == LAGGING_GROUP:
+                assert value == end - 1 > 0 and lag_s[labels] > 0
+            else:
+                assert group == CAUGHT_UP_GROUP and value == 0 and lag_s[labels] == 0
     finally:
         node.stop()
 
