@@ -91,7 +91,7 @@ def _log_recoveries(runtime: NodeRuntime) -> None:
             "recovered in %.3fs (%s): %d bytes of torn tail cut, %d corrupt records, "
             "%d corrupt files, %d records replayed",
             served.store.recovery_seconds,
-            "clean shutdown" if report["clean"] else "unclean shutdown",
+            "after a clean shutdown" if report["clean"] else "without a clean-shutdown marker",
             report["truncated_bytes"],
             len(report["corrupt_records"]),
             len(report["corrupt_files"]),

@@ -18,6 +18,7 @@ GO_BUILD_DIE=die
 
 # Prometheus 3.16.0 is published to the module proxy as v0.316.0.
 PROMETHEUS_VERSION=v0.316.0
+PROMETHEUS_RELEASE=3.16.0
 BUILD_TAGS="remove_all_sd"
 
 BUNDLE="prometheus-${PROMETHEUS_VERSION}_${BUILD_TAGS// /-}"
@@ -50,7 +51,7 @@ go_wrapper_module "$dir" msgstore.test/observability/prometheus
 cd "$dir"
 go mod edit -require="github.com/prometheus/prometheus@$PROMETHEUS_VERSION"
 v=github.com/prometheus/common/version
-ldflags="-s -w -X $v.Version=3.${PROMETHEUS_VERSION#v0.}"
+ldflags="-s -w -X $v.Version=$PROMETHEUS_RELEASE"
 ldflags+=" -X $v.Revision=go-module -X $v.Branch=go-module -X $v.BuildDate=19700101-00:00:00"
 echo "building prometheus and promtool $PROMETHEUS_VERSION into $BIN (logs in $LOGS)" >&2
 if ! nice -n 10 go build -tags "$BUILD_TAGS" -ldflags "$ldflags" -o "$dir/out/" \

@@ -125,6 +125,5 @@ def test_promtool_accepts_every_page(replicated: LocalCluster, prometheus_bin_di
             capture_output=True,
             text=True,
         )
-        # promtool exits 3 for lint advice only (e.g. a counter's name), 1 for a bad page
-        assert proc.returncode in (0, 3), proc.stderr
-        assert "error while linting" not in proc.stderr, proc.stderr
+        # 1: a page it cannot parse; 3: lint problems (names, units, help): neither
+        assert proc.returncode == 0, proc.stderr
