@@ -37,9 +37,14 @@ Prints JSON lines:
                        failover_s: SIGKILL of that log's leader until a batch to the log is
                        acknowledged by its new leader (controller timeout 3 s included);
                        nodes_cpu_us_per_msg: CPU of the three node processes per message
+  metrics_scrape       (--only-metrics) GET /metrics of a node with 1,000 partitions and 100
+                       consumer groups (each lagging on the 10 partitions of one topic; with
+                       --every-partition also each on all 1,000): first scrape and median of
+                       ten more (first_scrape_ms, scrape_p50_ms), series, page_bytes
 
 Usage: python bench/node.py [--quick] [--messages N] [--batch B] [--scan-messages N]
        [--only-scan] [--only-client] [--produce-messages N] [--only-replicated]
+       [--only-metrics [--every-partition]]
 """
 
 from __future__ import annotations
@@ -624,6 +629,57 @@ def bench_replicated(
     )
 
 
+def metrics_scrape(workdir: Path, topics: int, per_topic: int, groups: int, every: bool) -> None:
+    """GET /metrics of one node holding ``topics`` x ``per_topic`` partitions with messages
+    in each and ``groups`` consumer groups, each committing (offset 1, so every series
+    lags) every partition of one topic, or with ``every`` every partition of every topic:
+    wall time of the first scrape (store times of the unread messages read) and the median
+    of the next ten, page size and series count."""
+    node = Node(workdir)
+    try:
+        with Client([node.address]) as client:
+            for t in range(topics):
+                client.create_topic(f"m{t}", per_topic)
+                client.produce(f"m{t}", [{"value": "x" * 20} for _ in range(per_topic * 3)])
+
+        def commit(args: tuple[int, int]) -> None:
+            g, t = args
+            with requests.Session() as session:
+                for p in range(per_topic):
+                    body = {"topic": f"m{t}", "partition": p, "offset": 1}
+                    url = f"{node.address}/v1/consumer-groups/g{g}/offsets"
+                    session.post(url, json=body).raise_for_status()
+
+        work = [(g, t) for g in range(groups) for t in (range(topics) if every else [g % topics])]
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(commit, work))
+        times = []
+        for _ in range(11):
+            started = time.perf_counter()
+            page = requests.get(node.address + "/metrics", timeout=300).text
+            times.append(time.perf_counter() - started)
+        series = sum(1 for line in page.splitlines() if line and not line.startswith("#"))
+        lag = sum(1 for line in page.splitlines() if line.startswith("msgstore_group_lag_seconds{"))
+        print(
+            json.dumps(
+                {
+                    "bench": "metrics_scrape",
+                    "partitions": topics * per_topic,
+                    "groups": groups,
+                    "group_partition_series": lag,
+                    "first_scrape_ms": round(times[0] * 1000, 1),
+                    "scrape_p50_ms": round(statistics.median(times[1:]) * 1000, 1),
+                    "scrape_max_ms": round(max(times[1:]) * 1000, 1),
+                    "series": series,
+                    "page_bytes": len(page),
+                }
+            ),
+            flush=True,
+        )
+    finally:
+        node.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
@@ -640,7 +696,23 @@ def main() -> None:
     )
     parser.add_argument("--produce-messages", type=int, default=None, help="client_produce size")
     parser.add_argument("--only-replicated", action="store_true", help="run append_replicated only")
+    parser.add_argument(
+        "--only-metrics",
+        action="store_true",
+        help="run metrics_scrape only (1,000 partitions, 100 groups on one topic each, then "
+        "with --every-partition each group on every partition)",
+    )
+    parser.add_argument("--every-partition", action="store_true")
     args = parser.parse_args()
+    if args.only_metrics:
+        workdir = Path(tempfile.mkdtemp(prefix="msgstore-bench-node-"))
+        try:
+            metrics_scrape(workdir, 100, 10, 100, False)
+            if args.every_partition:
+                metrics_scrape(workdir, 100, 10, 100, True)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        return
     if args.only_replicated:
         workdir = Path(tempfile.mkdtemp(prefix="msgstore-bench-node-"))
         try:

@@ -16,7 +16,12 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 
 # Control-plane binaries built from source, a real MinIO server for the S3 tier's tests, and a
 # kind cluster running msgstore's own images for the end-to-end tests.
-pytest_plugins = ["fixtures_controlplane", "fixtures_minio", "fixtures_kind"]
+pytest_plugins = [
+    "fixtures_controlplane",
+    "fixtures_minio",
+    "fixtures_kind",
+    "fixtures_prometheus",
+]
 
 TESTS = Path(__file__).resolve().parent
 

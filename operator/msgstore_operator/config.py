@@ -45,6 +45,7 @@ class OperatorSettings(BaseSettings):
     tls: bool = True
     network_policy: bool = True
     restricted_pods: bool = True
+    scrape_annotations: bool = False  # prometheus.io/* annotations on node pods
     cert_validity_days: int = pydantic.Field(default=90, ge=1, le=3650)
     namespace: str | None = None  # the operator's namespace, let through the NetworkPolicy
     claim_grace_s: float = pydantic.Field(default=120.0, ge=0)  # Pending claim before Degraded
@@ -61,6 +62,7 @@ class OperatorSettings(BaseSettings):
             tls=self.tls,
             network_policy=self.network_policy,
             restricted_pods=self.restricted_pods,
+            scrape_annotations=self.scrape_annotations,
             certificate_validity_days=self.cert_validity_days,
         )
 

@@ -118,6 +118,8 @@ class SecurityDefaults:
     network_policy: bool = True
     restricted_pods: bool = True
     certificate_validity_days: int = 90
+    # node pods carry the prometheus.io/* scrape annotations (the chart's monitoring values)
+    scrape_annotations: bool = False
 
 
 @dataclass(frozen=True)
@@ -159,6 +161,8 @@ class StoreSpec:
     network_policy: NetworkPolicySpec = field(default_factory=NetworkPolicySpec)
     # Pods comply with Pod Security "restricted" (off only for development images).
     restricted_pods: bool = True
+    # Node pods carry prometheus.io/scrape, port, path and scheme annotations.
+    scrape_annotations: bool = False
 
     @property
     def scheme(self) -> str:
@@ -307,6 +311,7 @@ def parse_spec(
             ingress_from=tuple(netpol.get("ingressFrom") or ()),
         ),
         restricted_pods=sec.restricted_pods,
+        scrape_annotations=sec.scrape_annotations,
     )
 
 

@@ -14,6 +14,7 @@ import sys
 import threading
 from collections.abc import Callable
 
+from storage_node import structured_log
 from storage_node.replication.controller import Controller
 from storage_node.server.routing_state import read_routing_file, write_routing_file
 from storage_node.wire.routing_table import RoutingTable
@@ -54,12 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--routing-file", required=True)
     parser.add_argument("--timeout", type=float, default=3.0, help="seconds a leader may be gone")
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(asctime)s controller %(levelname)s %(message)s",
-        stream=sys.stderr,
-    )
     token = os.environ.get("MSGSTORE_TOKEN", "")
+    try:
+        fmt = structured_log.check_format(os.environ.get("MSGSTORE_LOG_FORMAT", "json"))
+    except ValueError as exc:
+        parser.error(f"MSGSTORE_LOG_FORMAT: {exc}")
+    structured_log.configure("controller", "INFO", fmt, (token,))
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     read, update = file_table(args.routing_file)
     ctl = Controller(read, update, headers, os.environ.get("MSGSTORE_TLS_CA") or True, args.timeout)

@@ -142,6 +142,7 @@ class Controller:
                 route.leader,
                 len(answers),
                 need,
+                extra={"log": log_id, "epoch": epoch},
             )
             return None
         # the most caught up; on a tie the named leader keeps the log
@@ -168,7 +169,7 @@ class Controller:
             "seconds": round(time.monotonic() - started, 3),
         }
         self.failovers.append(record)
-        log.warning("failover %s", record)
+        log.warning("failover %s", record, extra={"log": log_id, "epoch": epoch})
         return chosen
 
     def run(self, stop: threading.Event) -> None:

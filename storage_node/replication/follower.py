@@ -66,7 +66,9 @@ class Follower:
                     self.stop.wait(BACKOFF_S)
             except Exception as exc:  # noqa: BLE001 - the loop must outlive any one failure
                 self.last_error = repr(exc)
-                log.warning("following log %s: %s", self.hosted.id, exc)
+                hosted = self.hosted
+                extra = {"log": hosted.id, "epoch": hosted.epoch}
+                log.warning("following log %s: %s", hosted.id, exc, extra=extra)
                 self.stop.wait(BACKOFF_S)
 
     def _get(self, path: str, params: dict[str, Any], timeout: float) -> requests.Response:
@@ -102,6 +104,7 @@ class Follower:
                     hosted.id,
                     store.log_ends().end - end,
                     end,
+                    extra={"log": hosted.id, "epoch": epoch},
                 )
                 self.truncate(hosted, end, None)
                 store = hosted.store

@@ -51,6 +51,10 @@ class HostedLog:
         self.tracker: InSyncTracker | None = None
         self.follower: CopyLoop | None = None  # (follower) replication.follower.Follower
         self.lock = threading.Lock()
+        # for metrics: leader changes seen here, and what copies were cut back (KIP-101)
+        self.leader_changes = 0
+        self.truncations = 0
+        self.truncated_bytes = 0
 
     def ensure_topics(self, topics: dict[str, dict[str, Any]]) -> None:
         """Create the leader's topics this copy lacks (sent with a shipment)."""

@@ -32,6 +32,11 @@ from storage_node.wire.routing_table import RoutingTable, TopicRoute
 log = logging.getLogger(__name__)
 
 
+def _at(hosted: HostedLog) -> dict[str, Any]:
+    """The ``log`` and ``epoch`` fields of a log line about a hosted log."""
+    return {"log": hosted.id, "epoch": hosted.epoch}
+
+
 def routed_topic(route: TopicRoute) -> TopicConfig:
     """A topic of the routing table as a store creates it."""
     return TopicConfig(name=route.name, **route.config_dict())
@@ -133,7 +138,7 @@ class LogHost:
                         # log recovering and names its leader under a new epoch, this
                         # node again if its copy is the most caught up.
                         hosted.role, hosted.epoch, hosted.leader = "recovering", route.epoch, ""
-                        log.info("log %s: waiting for the controller to name a leader", log_id)
+                        log.info("waiting for the controller to name a leader", extra=_at(hosted))
                         continue
                 if route.epoch < hosted.epoch:
                     continue  # an older table than the one acted on
@@ -143,6 +148,8 @@ class LogHost:
                 if not changed and (hosted.role == "leader") == (route.leader == self.node_id):
                     continue
                 followers = [r for r in route.replicas if r != route.leader]
+                if changed:
+                    hosted.leader_changes += 1
                 if route.leader == self.node_id:
                     try:
                         self._lead(hosted, route.epoch, followers, table.min_in_sync)
@@ -182,9 +189,7 @@ class LogHost:
         hosted.stale = False
         hosted.shipped_end = 0
         hosted.leader, hosted.epoch, hosted.role = self.node_id, epoch, "leader"
-        log.info(
-            "leading log %s at epoch %d from position %d", hosted.id, epoch, store.log_ends().end
-        )
+        log.info("leading from position %d", store.log_ends().end, extra=_at(hosted))
 
     def _follow(self, hosted: HostedLog, leader: str, epoch: int) -> None:
         hosted.tracker = None
@@ -201,7 +206,7 @@ class LogHost:
                 self._truncate,
             )
             hosted.follower.start()
-        log.info("following log %s led by %s at epoch %d", hosted.id, leader, epoch)
+        log.info("following %s", leader, extra=_at(hosted))
 
     def _log_ids(self) -> list[str]:
         return [] if self.table is None else sorted(self.table.logs)
@@ -234,6 +239,10 @@ class LogHost:
     def _truncate(self, hosted: HostedLog, position: int, start_at: int | None) -> None:
         """(The copy loop.) Cut the copy back to ``position`` (KIP-101), or, with
         ``start_at`` (or a cut into a sealed segment), empty it and begin at ``start_at``."""
+        ends = hosted.store.log_ends()
+        hosted.truncations += 1
+        cut_from = position if start_at is None else ends.start
+        hosted.truncated_bytes += max(0, ends.end - cut_from)
         if start_at is None and hosted.store.truncate_to(position):
             hosted.epochs.truncate(position)
             return
@@ -280,7 +289,7 @@ class LogHost:
             # fsync): resuming here would write other bytes at positions they hold under
             # the same epoch. The controller names a leader under a new epoch instead.
             hosted.role = "recovering"
-            log.warning("log %s: a shipped write failed; waiting for a new epoch", log_id)
+            log.warning("a shipped write failed; waiting for a new epoch", extra=_at(hosted))
             raise Unavailable(f"log {log_id!r} waits for its leader to be named", retry_after_s=1)
         return hosted
 

@@ -1,4 +1,10 @@
-"""Prometheus metrics of one node: request counts and latencies, appends, store state."""
+"""Prometheus metrics of one node: request counts and latencies, appends, store state.
+
+The registry holds the event metrics counted as requests pass (requests, produce and fetch
+latency by protocol, appends) and the collectors that read the node's state at scrape time
+(store statistics here; node, consumer-lag and replication metrics in their own modules).
+Every label has a bounded set of values: docs/OPERATIONS.md gives the worst case.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +12,22 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from storage_node.server.metrics_groups import GroupCollector
+from storage_node.server.metrics_node import NodeCollector
+from storage_node.server.metrics_replication import ReplicationCollector
+
 log = logging.getLogger(__name__)
+# No ``*_created`` series beside every counter and histogram: they double the page and no
+# rule or dashboard reads them.
+disable_created_metrics()
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10)
+PROTOCOLS = ("http", "kafka")
+OPERATIONS = ("produce", "fetch")
 
 
 class StoreCollector(Collector):
@@ -44,6 +59,8 @@ class StoreCollector(Collector):
         commit_log = getattr(store, "log", None)
         growing.update(f"log_{k}" for k in getattr(commit_log, "stats", {}))
         for key, value in sorted(_flatten(stats).items()):
+            if key == "ready":
+                continue  # msgstore_store_ready above: one family per name
             name = "msgstore_store_" + _metric_name(key)
             metric: GaugeMetricFamily | CounterMetricFamily
             if key in growing:
@@ -138,4 +155,27 @@ class NodeMetrics:
         self.routing_reloads = Counter(
             "msgstore_routing_reloads", "routing table reloads", registry=self.registry
         )
+        self.operation_seconds = {
+            op: Histogram(
+                f"msgstore_{op}_seconds",
+                f"{op} request latency by protocol, from request to answer (seconds)",
+                ["protocol"],
+                buckets=LATENCY_BUCKETS,
+                registry=self.registry,
+            )
+            for op in OPERATIONS
+        }
+        for op in OPERATIONS:  # every protocol's series exists from the start
+            for protocol in PROTOCOLS:
+                self.operation_seconds[op].labels(protocol)
         self.registry.register(StoreCollector(runtime))
+        self.registry.register(NodeCollector(runtime))
+        self.registry.register(GroupCollector(runtime))
+        self.registry.register(ReplicationCollector(runtime))
+
+    def observe(self, operation: str, protocol: str, seconds: float) -> None:
+        """One produce or fetch request of a protocol (``http``, ``kafka``) took ``seconds``:
+        the one call a listener makes per request (bounded labels: both are checked)."""
+        if operation not in OPERATIONS or protocol not in PROTOCOLS:
+            raise ValueError(f"unknown operation or protocol: {operation!r}, {protocol!r}")
+        self.operation_seconds[operation].labels(protocol).observe(seconds)

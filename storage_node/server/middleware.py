@@ -103,6 +103,15 @@ def _unauthenticated(message: str) -> web.Response:
     return resp
 
 
+# The routes that produce or fetch messages (their latency by protocol, with the Kafka
+# listener's requests beside them).
+OPERATION_OF_ROUTE = {
+    ("POST", "/v1/topics/{topic}/messages"): "produce",
+    ("GET", "/v1/topics/{topic}/partitions/{partition}/messages"): "fetch",
+    ("POST", "/v1/topics/{topic}/fetch"): "fetch",
+}
+
+
 def metrics_middleware(metrics: NodeMetrics) -> Callable[..., Awaitable[web.StreamResponse]]:
     """Count and time requests by route pattern (never by raw path: bounded labels)."""
 
@@ -118,6 +127,10 @@ def metrics_middleware(metrics: NodeMetrics) -> Callable[..., Awaitable[web.Stre
             info = request.match_info.route.resource
             route = info.canonical if info is not None else "unmatched"
             metrics.requests.labels(request.method, route, str(status)).inc()
-            metrics.latency.labels(request.method, route).observe(time.perf_counter() - started)
+            seconds = time.perf_counter() - started
+            metrics.latency.labels(request.method, route).observe(seconds)
+            operation = OPERATION_OF_ROUTE.get((request.method, route))
+            if operation is not None:
+                metrics.observe(operation, "http", seconds)
 
     return middleware

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import choose_encoder
 
 from storage_node.server.app_keys import metrics_of, runtime_of
 from storage_node.server.openapi import openapi_document
@@ -30,9 +30,12 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    data = generate_latest(metrics_of(request).registry)
+    """The Prometheus text format, or OpenMetrics when the scraper asks for it."""
+    encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
+    # collectors read the stores: off the event loop, like every other store access
+    data = await runtime_of(request).in_thread(encoder, metrics_of(request).registry)
     resp = web.Response(body=data)
-    resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
+    resp.headers["Content-Type"] = content_type
     return resp
 
 

@@ -9,13 +9,14 @@ import contextlib
 import logging
 import os
 import signal
-import sys
 from typing import Any
 
 from aiohttp import web
 
+from storage_node import structured_log
 from storage_node.server.app import create_app
 from storage_node.server.app_keys import METRICS
+from storage_node.server.metrics_served import stores_of
 from storage_node.server.runtime import NodeRuntime
 from storage_node.server.settings import NodeSettings, build_store_config
 from storage_node.tls import ReloadingServerContext
@@ -100,6 +101,25 @@ async def _start_kafka(runtime: NodeRuntime) -> Any:
     return listener
 
 
+def _log_recoveries(runtime: NodeRuntime) -> None:
+    """One line per store about its recovery; a warning when it cut or skipped data."""
+    for served in stores_of(runtime):
+        report = served.store.recovery_report
+        lost = report["truncated_bytes"] or report["corrupt_records"] or report["corrupt_files"]
+        log.log(
+            logging.WARNING if lost else logging.INFO,
+            "recovered in %.3fs (%s): %d bytes of torn tail cut, %d corrupt records, "
+            "%d corrupt files, %d records replayed",
+            served.store.recovery_seconds,
+            "after a clean shutdown" if report["clean"] else "without a clean-shutdown marker",
+            report["truncated_bytes"],
+            len(report["corrupt_records"]),
+            len(report["corrupt_files"]),
+            report["replayed_records"],
+            extra={"log": served.log},
+        )
+
+
 async def serve(settings: NodeSettings) -> int:
     """Serve until a stop signal; returns the process exit code."""
     runtime = NodeRuntime(settings)
@@ -150,6 +170,7 @@ async def serve(settings: NodeSettings) -> int:
             stop.set()
         else:
             log.info("store ready in %s", settings.data_dir)
+            _log_recoveries(runtime)
     await stop.wait()
     log.info("stopping: draining requests")
     runtime.draining = True
@@ -172,9 +193,10 @@ async def serve(settings: NodeSettings) -> int:
 
 
 def run(settings: NodeSettings) -> int:
-    logging.basicConfig(
-        level=getattr(logging, settings.log_level.upper(), logging.INFO),
-        format=f"%(asctime)s {settings.node_id} %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
+    structured_log.configure(
+        settings.node_id,
+        settings.log_level,
+        settings.log_format,
+        (settings.token, settings.read_token),
     )
     return asyncio.run(serve(settings))

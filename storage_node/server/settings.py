@@ -29,6 +29,7 @@ from pydantic_settings import (
 )
 
 from storage_node.errors import InvalidArgument
+from storage_node.structured_log import check_format
 
 ENV_PREFIX = "MSGSTORE_"
 
@@ -64,6 +65,7 @@ class NodeSettings:
     # kafka_advertise is the host:port Kafka clients are told to use (host:kafka_port if empty)
     kafka_port: int = 0
     kafka_advertise: str = ""
+    log_format: str = "json"  # one JSON object per line; "text" for people
     store: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -218,6 +220,10 @@ def resolve_settings(
         )
     if settings.tls_reload_s <= 0:
         raise InvalidArgument("tls_reload_s must be positive")
+    try:
+        settings.log_format = check_format(settings.log_format)
+    except ValueError as exc:
+        raise InvalidArgument(f"MSGSTORE_LOG_FORMAT: {exc}") from None
     return settings
 
 

@@ -49,10 +49,12 @@ from storage_node.store.commitlog import CommitLog
 from storage_node.store.config import StoreConfig
 from storage_node.store.file_catalog import FileCatalog
 from storage_node.store.key_index_set import KeyIndexSet
+from storage_node.store.maintenance import counted
 from storage_node.store.msg_id_index import MsgIdIndexes
 from storage_node.store.pinned import pinned_ranges
 from storage_node.store.queues import PartitionQueues
 from storage_node.store.segment_readers import BlockSegment
+from storage_node.store.stats import count
 from storage_node.store.topics import TopicRegistry
 from storage_node.store.types import FileInfo
 
@@ -315,7 +317,10 @@ class Lifecycle:
         cfg = self.config
         self.checkpoint()
         with self.lock:
-            report = self._compact(now - int(cfg.compact_after_s * 1000))
+            report = counted(
+                self.counters, "compaction", self._compact, now - int(cfg.compact_after_s * 1000)
+            )
+            count(self.counters, "upload_runs")
             uploaded = 0
             for info in self.list_files():
                 if info.state == State.COMPACTED and _mtime_ms(self._local_path(info)) <= now - int(
@@ -332,7 +337,7 @@ class Lifecycle:
                         break
                     uploaded += 1
             report["uploaded"] = uploaded
-            report["expired"] = self.expire(now)
+            report["expired"] = counted(self.counters, "retention", self.expire, now)
         self.log.reap_retired()
         self.keyidx.reap_retired()
         return report

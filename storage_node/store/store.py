@@ -82,6 +82,7 @@ class Store(LogSurface):
             self._ckpt_lock,
             lambda: self.checkpoint(clean=False),
         )
+        self.recovery_seconds = 0.0  # how long ``open`` took to recover (metrics)
         self._syncer = LazyPool(4, "msgstore-sync")  # fsyncs of index files (checkpoints)
         self._use(
             Parts(
@@ -180,6 +181,7 @@ class Store(LogSurface):
     def open(cls, config: StoreConfig) -> Store:
         """Open (and recover) the store in ``config.data_dir``."""
         store = cls(config)
+        started = time.monotonic()
         try:
             store.parts.load()
             store.checkpoint(clean=False)
@@ -187,6 +189,7 @@ class Store(LogSurface):
         except BaseException:
             store._release()
             raise
+        store.recovery_seconds = time.monotonic() - started
         store.maintenance.start()
         store.ready = True
         return store

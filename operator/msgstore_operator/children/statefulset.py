@@ -173,6 +173,19 @@ def _pod_spec(
     return pod
 
 
+def scrape_annotations(spec: StoreSpec) -> dict[str, str]:
+    """The prometheus.io/* annotations of annotation-based scraping, when the operator is
+    told to set them (a spec's own pod annotations win)."""
+    if not spec.scrape_annotations:
+        return {}
+    return {
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": str(spec.port),
+        "prometheus.io/path": "/metrics",
+        "prometheus.io/scheme": spec.scheme,
+    }
+
+
 def _claim_template(owner: Owner, spec: StoreSpec) -> dict[str, Any]:
     claim: dict[str, Any] = {
         "apiVersion": "v1",
@@ -199,7 +212,8 @@ def build_statefulset(
     """``replicas`` may differ from the spec while a scale-down is blocked."""
     tpl = spec.pod_template
     labels = {**tpl.labels, **naming.common_labels(owner.name, naming.NODE_COMPONENT)}
-    annotations = {**tpl.annotations, naming.CONFIG_HASH_ANNOTATION: config_hash}
+    annotations = {**scrape_annotations(spec), **tpl.annotations}
+    annotations[naming.CONFIG_HASH_ANNOTATION] = config_hash
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",

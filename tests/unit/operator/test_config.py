@@ -30,6 +30,7 @@ def test_every_variable_is_read():
         "MSGSTORE_OPERATOR_TLS": "off",
         "MSGSTORE_OPERATOR_NETWORK_POLICY": "0",
         "MSGSTORE_OPERATOR_RESTRICTED_PODS": "no",
+        "MSGSTORE_OPERATOR_SCRAPE_ANNOTATIONS": "yes",
         "MSGSTORE_OPERATOR_CERT_VALIDITY_DAYS": "30",
         "MSGSTORE_OPERATOR_NAMESPACE": "ops",
         "MSGSTORE_OPERATOR_CLAIM_GRACE_S": "3",
@@ -45,7 +46,7 @@ def test_every_variable_is_read():
     )
     assert s.default_images == ("node:1", "spark:1")
     assert s.failover_timeout_s == 7.5
-    assert s.security == SecurityDefaults(False, False, False, 30)
+    assert s.security == SecurityDefaults(False, False, False, 30, scrape_annotations=True)
     assert sorted(env_name(f) for f in OperatorSettings.model_fields) == sorted(
         n for n in env if n != "MSGSTORE_UNRELATED"
     )
