@@ -150,10 +150,8 @@ class Producer:
         todo = [lines]
         while todo:
             part = todo.pop()
-            results, failures = self.client._run(
-                self.client.core.produce_partial(
-                    self.args.topic, [line.message for line in part], sequences
-                )
+            results, failures = self.client.produce_partial(
+                self.args.topic, [line.message for line in part], sequences
             )
             for line, result in zip(part, results, strict=True):
                 if result is not None:

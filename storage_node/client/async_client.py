@@ -163,11 +163,11 @@ class AsyncClient(ClientBase[AsyncConsumer]):
         )
 
     async def produce_partial(
-        self, topic: str, messages: Iterable[Any]
+        self, topic: str, messages: Iterable[Any], sequences: Any = None
     ) -> tuple[list[dict[str, Any] | None], list[tuple[list[int], MsgStoreError]]]:
         """As ``Client.produce_partial``: the results of the stored messages (None for the
         others) and, per refused sub-batch, its message indices and the error."""
-        return await self._run(self.core.produce_partial(topic, messages))
+        return await self._run(self.core.produce_partial(topic, messages, sequences))
 
     async def read(
         self,

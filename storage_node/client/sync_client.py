@@ -187,12 +187,14 @@ class Client(ClientBase[Consumer]):
         return self._run(self.core.produce_columns(topic, columns_of(columns), frame_messages))
 
     def produce_partial(
-        self, topic: str, messages: Iterable[Any]
+        self, topic: str, messages: Iterable[Any], sequences: Any = None
     ) -> tuple[list[dict[str, Any] | None], list[tuple[list[int], MsgStoreError]]]:
         """``produce`` that reports instead of raising: the result of every stored message
         (None for the others) and, per refused sub-batch, the indices of its messages and
-        the error (nothing of a refused sub-batch is stored; the others are)."""
-        return self._run(self.core.produce_partial(topic, messages))
+        the error (nothing of a refused sub-batch is stored; the others are). ``sequences``:
+        where the sub-batches' sequence numbers come from (default: this client's), so a
+        resend of the same batch under the same producer id is stored once."""
+        return self._run(self.core.produce_partial(topic, messages, sequences))
 
     # -- reads and lookups ----------------------------------------------------------------
     def read(

@@ -117,9 +117,8 @@ class GroupCollector(Collector):
         stored = self._store_ms.get(key)
         if stored is None:
             try:
-                _cfg, queue = store.reads.partition(topic, partition)
-                ((pos, _size, _tag),) = queue.entries(offset, 1)
-                stored = int(store.log.read(pos).store_ms)
+                (message,) = store.read(topic, partition, offset, max_messages=1).messages
+                stored = int(message.store_timestamp)
             except Exception as exc:  # noqa: BLE001 - expired or unreadable: no time lag
                 log.debug("no store time for %s/%d@%d: %s", topic, partition, offset, exc)
                 return None

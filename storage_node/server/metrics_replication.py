@@ -88,7 +88,7 @@ class ReplicationCollector(Collector):
                     role.add_metric([log_id, r], 1.0 if hosted.role == r else 0.0)
                 epoch.add_metric([log_id], hosted.epoch)
                 changes.add_metric([log_id], hosted.leader_changes)
-                copy = hosted.store.log
+                copy = hosted.store.log_ends()
                 end.add_metric([log_id], copy.end)
                 replicas.add_metric([log_id], factor)
                 min_isr.add_metric([log_id], min_in_sync)

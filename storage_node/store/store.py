@@ -9,6 +9,7 @@ thread) and ``stats``. The parts are handed what they work on and never see the 
 public method keeps its contract here (docs/ENGINE_API.md) and the work is in the parts,
 but for the append entry points (``append``, ``append_columns``, ``append_packed`` and their
 ``submit*`` forms), which are the ``Appends`` part's own methods with their contracts there.
+Over 400 lines on purpose: the façade is the one list of the engine's public operations.
 """
 
 from __future__ import annotations

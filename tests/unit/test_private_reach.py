@@ -102,4 +102,5 @@ def test_the_check_catches_what_it_forbids(files):
 def test_no_module_reaches_into_another_layer(files):
     defined = private_definitions(files)
     sources = [(m, p.read_text(encoding="utf-8")) for m, p in sorted(files.items())]
-    assert reach_violations(sources, defined) == []
+    found = reach_violations(sources, defined)
+    assert found == [], "\n".join(found)
