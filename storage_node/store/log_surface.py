@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from storage_node.errors import InvalidArgument
+from storage_node.formats.filenames import CHECKPOINT, PRODUCERS
 from storage_node.store.types import LogEnds
 
 if TYPE_CHECKING:
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from storage_node.store.parts import Parts
 
 # what recovery would trust instead of replaying the log: removed by a truncation
-DERIVED_STATE = ("checkpoint", "producers.json")
+DERIVED_STATE = (CHECKPOINT, PRODUCERS)
 
 
 class LogSurface:
