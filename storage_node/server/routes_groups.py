@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from aiohttp import web
 
 from storage_node.errors import InvalidArgument
@@ -11,6 +13,7 @@ from storage_node.server.app_keys import runtime_of
 from storage_node.server.params import group_param, json_body, scope_param
 from storage_node.server.peer_fanout import peer_documents
 from storage_node.server.routes_topics import get_topic_config
+from storage_node.server.runtime import NodeRuntime
 from storage_node.wire.routing_table import check_topic_name
 
 
@@ -35,6 +38,15 @@ async def committed_offsets(request: web.Request) -> web.Response:
     group = group_param(request)
     scope = scope_param(request)
     topic = request.query.get("topic") or None
+    offsets, unreachable = await group_offsets(rt, group, topic, scope)
+    return web.json_response({"group": group, "offsets": offsets, "unreachable_nodes": unreachable})
+
+
+async def group_offsets(
+    rt: NodeRuntime, group: str, topic: str | None, scope: str
+) -> tuple[dict[str, dict[str, int]], list[str]]:
+    """A group's committed offsets (topic -> partition as text -> offset) from every log
+    led here and (``scope`` cluster) every peer; the peers that did not answer."""
     if topic is not None:
         check_topic_name(topic)
         await get_topic_config(rt, topic)
@@ -45,23 +57,30 @@ async def committed_offsets(request: web.Request) -> web.Response:
         params = {"scope": "local"}
         if topic:
             params["topic"] = topic
-        answers, unreachable = await peer_documents(rt, request.rel_url.raw_path, params)
+        path = f"/v1/consumer-groups/{quote(group, safe='')}/offsets"
+        answers, unreachable = await peer_documents(rt, path, params)
         for answer in answers:
             for t, parts in answer["offsets"].items():
                 offsets.setdefault(t, {}).update(parts)
-    return web.json_response({"group": group, "offsets": offsets, "unreachable_nodes": unreachable})
+    return offsets, unreachable
 
 
 async def list_groups(request: web.Request) -> web.Response:
     rt = runtime_of(request)
-    scope = scope_param(request)
+    groups, unreachable = await all_groups(rt, scope_param(request))
+    return web.json_response({"groups": groups, "unreachable_nodes": unreachable})
+
+
+async def all_groups(rt: NodeRuntime, scope: str) -> tuple[list[str], list[str]]:
+    """Every consumer group with an offset in a log led here or (``scope`` cluster) on a
+    peer, by name; the peers that did not answer."""
     groups = await rt.partitions.consumer_groups()
     unreachable: list[str] = []
     if scope == "cluster":
         answers, unreachable = await peer_documents(rt, "/v1/consumer-groups", {"scope": "local"})
         for answer in answers:
             groups.update(answer["groups"])
-    return web.json_response({"groups": sorted(groups), "unreachable_nodes": unreachable})
+    return sorted(groups), unreachable
 
 
 def register(app: web.Application) -> None:

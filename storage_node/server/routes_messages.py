@@ -7,8 +7,6 @@ ownership checks and answer encoding; a route per file would repeat them.
 from __future__ import annotations
 
 import asyncio
-import base64
-import heapq
 import json
 import time
 from typing import Any
@@ -16,17 +14,17 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
-from storage_node.errors import Incomplete, InvalidArgument, InvalidBatch, NotFound
+from storage_node.errors import InvalidArgument, InvalidBatch
 from storage_node.formats.limits import MAX_LOOKUP, MAX_READ_MESSAGES
 from storage_node.replication.shipping import H_COPIES
+from storage_node.server import lookups
 from storage_node.server.api_models import FetchRequest, parse
 from storage_node.server.app_keys import metrics_of, runtime_of
 from storage_node.server.json_batch import decode_json_batch
 from storage_node.server.params import json_body, path_int, query_int, scope_param, topic_param
-from storage_node.server.peer_fanout import peer_documents
 from storage_node.server.routes_topics import get_topic_config
 from storage_node.server.runtime import NodeRuntime
-from storage_node.store import Message, PackedBatch, ReadBatch
+from storage_node.store import PackedBatch, ReadBatch
 from storage_node.wire.append_answer import encode_append_answer
 from storage_node.wire.batch_codec import CONTENT_TYPE as BATCH_CONTENT_TYPE
 from storage_node.wire.batch_codec import (
@@ -364,29 +362,6 @@ async def _binary_response(
     return response
 
 
-def newest_first(answers: list[list[Message]]) -> list[Message]:
-    """The answers of several logs (each newest first, in its log's order) merged by store
-    time: ties keep each log's own order (its log position), never a compare of IDs."""
-    return list(heapq.merge(*answers, key=lambda m: -m.store_timestamp))
-
-
-def _message_from_json(doc: dict[str, Any]) -> Message:
-    """A peer's JSON message back as a Message, so local and peer matches merge as one list."""
-    text = doc.get("value")
-    value = text.encode("utf-8") if text is not None else base64.b64decode(doc["value_base64"])
-    return Message(
-        doc["topic"],
-        doc["partition"],
-        doc["offset"],
-        doc.get("key"),
-        doc.get("tag"),
-        doc["msg_id"],
-        doc["timestamp"],
-        doc["store_timestamp"],
-        value,
-    )
-
-
 async def lookup_key(request: web.Request) -> web.StreamResponse:
     rt = runtime_of(request)
     topic = topic_param(request)
@@ -400,23 +375,10 @@ async def lookup_key(request: web.Request) -> web.StreamResponse:
         raise InvalidArgument(f"begin ({begin}) is after end ({end})")
     await get_topic_config(rt, topic)
     binary = accepts_read_columns(request.headers.get("Accept"))
-    answers: list[list[Message]] = []
-    limit_reached = False
-    for store in rt.partitions.lookup_stores():  # every log this node leads
-        result = await rt.in_thread(store.lookup_key, topic, key, begin, end, max_count)
-        answers.append(result.messages)
-        limit_reached = limit_reached or bool(result.limit_reached)
-    unreachable: list[str] = []
-    if scope == "cluster":
-        params = {"scope": "local", "begin": str(begin), "end": str(end), "max": str(max_count)}
-        peer_answers, unreachable = await peer_documents(rt, request.rel_url.raw_path, params)
-        for answer in peer_answers:
-            answers.append([_message_from_json(m) for m in answer["messages"]])
-            limit_reached = limit_reached or bool(answer.get("limit_reached"))
-    messages = newest_first(answers)
-    if len(messages) > max_count:
-        messages = messages[:max_count]
-        limit_reached = True
+    found = await lookups.lookup_key(
+        rt, topic, key, begin, end, max_count, scope, request.rel_url.raw_path
+    )
+    messages, limit_reached, unreachable = found.messages, found.limit_reached, found.unreachable
     if binary:
         meta = {"unreachable_nodes": unreachable} if unreachable else None
         body = encode_read_answer(messages, None, limit_reached=limit_reached, meta=meta)
@@ -433,25 +395,8 @@ async def lookup_key(request: web.Request) -> web.StreamResponse:
 
 async def get_message(request: web.Request) -> web.Response:
     rt = runtime_of(request)
-    msg_id = request.match_info["msg_id"]
-    scope = scope_param(request)
-    try:  # every log this node leads
-        return web.json_response(message_to_json(await rt.partitions.get_message(msg_id)))
-    except NotFound:
-        if scope == "local":
-            raise
-    answers, unreachable = await peer_documents(rt, request.rel_url.raw_path, {"scope": "local"})
-    for answer in answers:
-        if isinstance(answer, dict):
-            return web.json_response(answer)
-    if unreachable:
-        raise Incomplete(
-            f"no message with ID {msg_id!r} on the nodes that answered; "
-            f"{', '.join(unreachable)} did not answer and may hold it",
-            msg_id=msg_id,
-            unreachable_nodes=unreachable,
-        )
-    raise NotFound(f"no message with ID {msg_id!r}", unreachable_nodes=unreachable)
+    found = await lookups.find_message(rt, request.match_info["msg_id"], scope_param(request))
+    return web.json_response(found if isinstance(found, dict) else message_to_json(found))
 
 
 def register(app: web.Application) -> None:

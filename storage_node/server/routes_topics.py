@@ -76,17 +76,28 @@ async def _unready_peers(rt: NodeRuntime) -> dict[str, str]:
 
 async def list_topics(request: web.Request) -> web.Response:
     rt = runtime_of(request)
+    topics = await all_topics(rt)
+    return web.json_response({"topics": [topic_with_owners(rt, t) for t in topics]})
+
+
+async def all_topics(rt: NodeRuntime) -> list[TopicConfig]:
+    """Every topic, by name, after taking the routing table's changes."""
     rt.partitions.catalog()  # 503 while opening
     rt.routing.refresh_if_changed()
     await rt.in_thread(rt.sync_topics_from_routing)
-    topics = sorted(rt.partitions.list_topics(), key=lambda t: t.name)
-    return web.json_response({"topics": [topic_with_owners(rt, t) for t in topics]})
+    return sorted(rt.partitions.list_topics(), key=lambda t: t.name)
 
 
 async def describe_topic(request: web.Request) -> web.Response:
     rt = runtime_of(request)
-    topic = topic_param(request)
-    scope = scope_param(request)
+    return web.json_response(
+        await topic_description(rt, topic_param(request), scope_param(request))
+    )
+
+
+async def topic_description(rt: NodeRuntime, topic: str, scope: str) -> dict[str, Any]:
+    """A topic's config, owners and each partition's (first, next) offset, asked of the
+    node serving it (``scope`` cluster), with the nodes that did not answer."""
     cfg = await get_topic_config(rt, topic)
     local = await rt.in_thread(rt.partitions.partition_offsets, topic, cfg.partitions)
     doc = topic_with_owners(rt, cfg)
@@ -136,7 +147,7 @@ async def describe_topic(request: web.Request) -> web.Response:
             info["next_offset"] = peer_info["next_offset"]
     doc["partition_offsets"] = infos
     doc["unreachable_nodes"] = sorted(unreachable)
-    return web.json_response(doc)
+    return doc
 
 
 async def _each_peer(

@@ -6,7 +6,7 @@ Static imports are read with ``ast`` (function-local ones too; those under
 docs/ENGINE_API.md:
 
     base (errors, tls) < formats, backend < store < wire, replication < partitions
-    < server | client < cli, demo, Spark
+    < server | client (kafka, console beside server) < cli, demo, Spark
 
 ``server`` and ``client`` are peers that never import each other. The operator
 (``msgstore_operator``) stands apart: it may use storage_node's base, formats and wire
@@ -49,6 +49,9 @@ LAYERS: dict[str, int] = {
     # the Kafka listener: a front end beside the HTTP routes, over the partition service
     # and the node's runtime (server.runtime); server.serve starts it
     "storage_node.kafka": 5,
+    # the web console: pages on the node's app (server.app mounts them), over the same
+    # lookups and partition service the HTTP routes use
+    "storage_node.console": 5,
     "storage_node.cli": 6,
     "storage_node.demo": 6,
     "msgstore_spark": 6,
