@@ -25,7 +25,7 @@ SECURITY_HEADERS = {
         "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",  # no-referrer would make POSTs say Origin: null
     "X-Frame-Options": "DENY",
     "Cache-Control": "no-store",
 }

@@ -1,0 +1,164 @@
+"""The console in a real browser: Debian's Chromium, headless, driven by Selenium through
+Debian's chromium-driver (scripts/setup-system.sh installs both), against a real local
+cluster. A person's steps: search by key, open a message, switch its body to hex, log in;
+no script of a stored message runs; axe-core finds no serious accessibility violation.
+
+Screenshots of every page go to the test's directory, or to ``MSGSTORE_CONSOLE_SHOTS``
+when set (docs/console/ holds the ones docs/CONSOLE.md shows)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from conftest import ORDERS, TOKEN, XSS_KEY
+
+webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.webdriver.chrome.options import Options  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+AXE = Path(__file__).with_name("vendor") / "axe-core-4.14.1.min.js"
+CHROMIUM = shutil.which("chromium")
+DRIVER = shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(
+    not (CHROMIUM and DRIVER),
+    reason="needs Debian's chromium and chromium-driver (scripts/setup-system.sh)",
+)
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    target = os.environ.get("MSGSTORE_CONSOLE_SHOTS")
+    path = Path(target) if target else tmp_path_factory.mktemp("shots")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    options = Options()
+    options.binary_location = CHROMIUM
+    for arg in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1280,1000",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+    ):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait_for(driver, css: str):
+    return WebDriverWait(driver, 30).until(ec.presence_of_element_located((By.CSS_SELECTOR, css)))
+
+
+def serious_violations(driver) -> list[str]:
+    """axe-core's serious and critical findings on the page shown (injected by the test:
+    WebDriver's scripts are not bound by the page's Content-Security-Policy)."""
+    driver.execute_script(AXE.read_text(encoding="utf-8"))
+    result = driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "axe.run(document).then(r => done(r.violations.map("
+        "v => [v.impact, v.id, v.nodes.map(n => n.target.join(' ')).join(', ')])));"
+    )
+    return [
+        f"{impact} {rule}: {where}"
+        for impact, rule, where in result
+        if impact in ("serious", "critical")
+    ]
+
+
+def test_search_by_key_then_the_message_then_hex(sample, browser, shots):
+    browser.get(sample.endpoint + "/search")
+    wait_for(browser, "#key-search")
+    browser.find_element(By.ID, "topic").send_keys(ORDERS)
+    browser.find_element(By.ID, "key").send_keys("order-42")
+    browser.find_element(By.CSS_SELECTOR, "#key-search button[type=submit]").click()
+    wait_for(browser, "#summary")
+    assert browser.find_element(By.ID, "summary").text.startswith("4 shown")
+    tags = [
+        r.find_elements(By.TAG_NAME, "td")[4].text
+        for r in browser.find_elements(By.CSS_SELECTOR, "tr.message-row")
+    ]
+    assert tags == ["shipped", "packed", "paid", "created"]  # newest first
+    browser.save_screenshot(str(shots / "search.png"))
+
+    browser.find_elements(By.CSS_SELECTOR, "a.msg-link")[2].click()  # "paid"
+    wait_for(browser, "#msg-id")
+    assert browser.find_element(By.ID, "msg-id").text == sample.order42[1]["msg_id"]
+    assert browser.find_element(By.ID, "tag").text == "paid"
+    assert '"step": "paid"' in browser.find_element(By.ID, "body").text
+    browser.save_screenshot(str(shots / "message.png"))
+
+    browser.find_element(By.ID, "view-hex").click()
+    wait_for(browser, "#body.body-hex")
+    assert browser.find_element(By.ID, "view-current").text == "hex"
+    assert browser.find_element(By.ID, "body").text.startswith("00000000  7b 22 6f 72 64 65 72 22")
+
+
+def test_a_stored_script_never_runs(sample, browser, shots):
+    browser.get(f"{sample.endpoint}/search?topic={ORDERS}&key={quote(XSS_KEY)}")
+    wait_for(browser, "#summary")
+    assert browser.title != "pwned"
+    assert browser.find_element(By.CSS_SELECTOR, "td.key").text == XSS_KEY
+    browser.get(f"{sample.endpoint}/messages/{sample.xss['msg_id']}?view=text")
+    wait_for(browser, "#body")
+    assert browser.find_element(By.ID, "body").text == "<script>x=1</script>"
+    assert browser.execute_script("return typeof window.x") == "undefined"
+    assert browser.find_elements(By.CSS_SELECTOR, "main img") == []
+
+
+@pytest.mark.parametrize(
+    ("name", "path"),
+    [
+        ("cluster", "/"),
+        ("topics", "/topics"),
+        ("topic", f"/topics/{ORDERS}"),
+        ("search-key", f"/search?topic={ORDERS}&key=order-42"),
+        ("search-offset", f"/search?topic={ORDERS}&partition=0&offset=0"),
+        ("message", None),
+        ("error", "/search?msg_id=not-an-id"),
+    ],
+)
+def test_pages_have_no_serious_accessibility_violation(sample, browser, shots, name, path):
+    browser.get(sample.endpoint + (path or f"/messages/{sample.order42[0]['msg_id']}"))
+    wait_for(browser, "main h1")
+    browser.save_screenshot(str(shots / f"{name}.png"))
+    assert serious_violations(browser) == []
+
+
+def test_log_in_in_the_browser(secured, browser, shots):
+    browser.delete_all_cookies()
+    browser.get(f"{secured}/topics")
+    wait_for(browser, "#login-form")
+    assert "/login" in browser.current_url
+    assert serious_violations(browser) == []
+    browser.save_screenshot(str(shots / "login.png"))
+    browser.find_element(By.ID, "token").send_keys("wrong")
+    browser.find_element(By.CSS_SELECTOR, "#login-form button").click()
+    wait_for(browser, "#login-failed")
+    browser.find_element(By.ID, "token").send_keys(TOKEN)
+    browser.find_element(By.CSS_SELECTOR, "#login-form button").click()
+    wait_for(browser, "#topics")
+    assert browser.current_url == f"{secured}/topics"
+    assert browser.execute_script("return document.cookie") == ""  # HttpOnly: no script sees it
+    browser.find_element(By.CSS_SELECTOR, "form[action='/logout'] button").click()
+    wait_for(browser, "#login-form")
