@@ -15,6 +15,9 @@ if ! command -v ip >/dev/null 2>&1; then need+=(iproute2); fi
 if ! command -v iptables >/dev/null 2>&1; then need+=(iptables); fi
 # kcat: the Kafka listener's tests drive it as a real Kafka client (tests/integration/kafka).
 if ! command -v kcat >/dev/null 2>&1; then need+=(kcat); fi
+# chromium and chromium-driver: the web console's browser tests (tests/integration/console).
+if ! command -v chromium >/dev/null 2>&1; then need+=(chromium); fi
+if ! command -v chromedriver >/dev/null 2>&1; then need+=(chromium-driver); fi
 if ((${#need[@]})); then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   echo "installing Debian packages: ${need[*]}"

@@ -258,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         say(
             f"\nserving at {', '.join(cluster.addresses)} — try:\n"
+            f"  the web console: {cluster.addresses[0]}/search?topic={TOPIC}&key=ord-00000042"
+            " (docs/CONSOLE.md)\n"
             f"  .venv/bin/msgstore query {TOPIC} ord-00000042 --endpoint {cluster.addresses[0]}\n"
             f"  kcat -b {cluster.kafka_address(cluster.nodes[0])} -C -t {TOPIC} -o -5 -e"
             " -f '%k %s\\n'   (any Kafka client works: docs/KAFKA.md)\n"

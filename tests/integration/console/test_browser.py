@@ -162,3 +162,17 @@ def test_log_in_in_the_browser(secured, browser, shots):
     assert browser.execute_script("return document.cookie") == ""  # HttpOnly: no script sees it
     browser.find_element(By.CSS_SELECTOR, "form[action='/logout'] button").click()
     wait_for(browser, "#login-form")
+
+
+def test_the_accessibility_check_catches_a_planted_violation(sample, browser):
+    """The check above can fail: light grey text on white and an unlabeled field are found."""
+    browser.get(sample.endpoint + "/topics")
+    wait_for(browser, "main h1")
+    browser.execute_script(
+        "const p = document.createElement('p'); p.textContent = 'invisible';"
+        "p.style.color = '#bbb'; p.style.background = '#fff';"
+        "const i = document.createElement('input'); i.type = 'text';"
+        "document.querySelector('main').append(p, i);"
+    )
+    found = " ".join(serious_violations(browser))
+    assert "color-contrast" in found and "label" in found
