@@ -99,7 +99,6 @@ def test_search_by_key_then_the_message_then_hex(sample, browser, shots):
         for r in browser.find_elements(By.CSS_SELECTOR, "tr.message-row")
     ]
     assert tags == ["shipped", "packed", "paid", "created"]  # newest first
-    browser.save_screenshot(str(shots / "search.png"))
 
     browser.find_elements(By.CSS_SELECTOR, "a.msg-link")[2].click()  # "paid"
     wait_for(browser, "#msg-id")
