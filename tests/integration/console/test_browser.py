@@ -17,6 +17,8 @@ from urllib.parse import quote
 import pytest
 from conftest import ORDERS, TOKEN, XSS_KEY
 
+from storage_node.client import Client
+
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.chrome.options import Options  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
@@ -64,6 +66,17 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
         yield driver
     finally:
         driver.quit()
+
+
+@pytest.fixture(scope="module")
+def billing(sample) -> str:
+    """A consumer group with lag on one partition and none on another."""
+    with Client(sample.endpoint) as client:
+        spans = client.describe_topic(ORDERS)["partition_offsets"]
+        busy = [i for i in spans if i["next_offset"] > 1]
+        client.commit_offset("billing", ORDERS, busy[0]["partition"], busy[0]["next_offset"])
+        client.commit_offset("billing", ORDERS, busy[1]["partition"], 1)
+    return "billing"
 
 
 def wait_for(driver, css: str):
@@ -134,10 +147,12 @@ def test_a_stored_script_never_runs(sample, browser, shots):
         ("search-key", f"/search?topic={ORDERS}&key=order-42"),
         ("search-offset", f"/search?topic={ORDERS}&partition=0&offset=0"),
         ("message", None),
+        ("groups", "/groups"),
+        ("group", "/groups/billing"),
         ("error", "/search?msg_id=not-an-id"),
     ],
 )
-def test_pages_have_no_serious_accessibility_violation(sample, browser, shots, name, path):
+def test_pages_have_no_serious_accessibility_violation(sample, billing, browser, shots, name, path):
     browser.get(sample.endpoint + (path or f"/messages/{sample.order42[0]['msg_id']}"))
     wait_for(browser, "main h1")
     browser.save_screenshot(str(shots / f"{name}.png"))
