@@ -103,7 +103,7 @@ async def _start_kafka(runtime: NodeRuntime) -> Any:
 
 def _log_recoveries(runtime: NodeRuntime) -> None:
     """One line per store about its recovery; a warning when it cut or skipped data."""
-    for served in stores_of(runtime):
+    for served in stores_of(runtime.partitions):
         report = served.store.recovery_report
         lost = report["truncated_bytes"] or report["corrupt_records"] or report["corrupt_files"]
         log.log(
