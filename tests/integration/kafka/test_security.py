@@ -263,6 +263,23 @@ def test_confluent_kafka_sasl_ssl_against_a_tls_token_cluster(tls_cluster: Local
     finally:
         consumer.close()
     assert sorted(got) == sorted(f"v{i}".encode() for i in range(40))
+    # the coordinator stored the commits of the partitions the other node leads over HTTPS
+    # with the token (the node's peer session): every partition's offset is there
+    owners = requests.get(
+        c.addresses[0] + "/v1/topics/secure", headers=AUTH, verify=ca, timeout=10
+    ).json()["owners"]
+    assert len(set(owners)) == 2  # partitions on both nodes
+    r = requests.get(
+        c.addresses[1] + "/v1/consumer-groups/secure-readers/offsets",
+        headers=AUTH,
+        verify=ca,
+        timeout=30,
+    )
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert doc["unreachable_nodes"] == []
+    committed = {int(p): int(o) for p, o in doc["offsets"]["secure"].items()}
+    assert sum(committed.values()) == 40
 
 
 def test_a_client_without_the_ca_is_refused(tls_cluster: LocalCluster, tmp_path: Path):
@@ -294,3 +311,119 @@ def test_plaintext_to_a_tls_listener_gets_no_answer(tls_cluster: LocalCluster):
             consumer.list_topics(timeout=5)
         finally:
             consumer.close()
+
+
+def test_sasl_handshake_v0_then_the_bare_token(node: KafkaNode, request):
+    """SaslHandshake v0 is followed by the bare PLAIN message (no SaslAuthenticate), as
+    older clients send it; an empty frame answers it, then requests are served."""
+    from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as HandshakeV0
+
+    topic = topic_name(request)
+    create_topic(node, topic)
+    wire = Wire(node.kafka_port)
+    try:
+        assert wire.call(HandshakeV0(mechanism="PLAIN")).error_code == ErrorCode.none
+        message = f"\0u\0{TOKEN}".encode()
+        wire.send_raw(len(message).to_bytes(4, "big") + message)
+        assert wire.read_frame() == b""
+        (part,) = wire.call(raw_produce(topic)).responses[0].partition_responses
+        assert part.error_code == ErrorCode.none
+    finally:
+        wire.close()
+    assert stored(node, topic) == 1
+    wire = Wire(node.kafka_port)  # a wrong bare token: closed without an answer
+    try:
+        assert wire.call(HandshakeV0(mechanism="PLAIN")).error_code == ErrorCode.none
+        wire.send_raw(len(b"\0u\0no").to_bytes(4, "big") + b"\0u\0no")
+        assert wire.read_frame() is None
+    finally:
+        wire.close()
+
+
+def test_an_unknown_mechanism_is_answered_with_the_supported_ones(node: KafkaNode):
+    wire = Wire(node.kafka_port)
+    try:
+        answer = wire.call(SaslHandshakeRequest(mechanism="SCRAM-SHA-512"))
+        assert answer.error_code == ErrorCode.unsupported_sasl_mechanism
+        assert set(answer.mechanisms) == {"PLAIN", "OAUTHBEARER"}
+        assert wire.read_frame() is None  # then closed
+    finally:
+        wire.close()
+
+
+def test_the_read_token_cannot_change_topics_commit_or_get_a_producer_id(node: KafkaNode, request):
+    from confluent_kafka import KafkaError, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+    topic = topic_name(request)
+    create_topic(node, topic, partitions=1)
+    conf = {
+        "bootstrap.servers": node.bootstrap,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanisms": "PLAIN",
+        "sasl.username": "u",
+        "sasl.password": READ_TOKEN,
+    }
+    admin = AdminClient(conf)
+    denied = KafkaError.TOPIC_AUTHORIZATION_FAILED
+    futures = [
+        admin.create_topics([NewTopic(topic + "-new", 1)])[topic + "-new"],
+        admin.delete_topics([topic])[topic],
+        admin.create_partitions([NewPartitions(topic, 3)])[topic],
+    ]
+    for future in futures:
+        with pytest.raises(KafkaException) as caught:
+            future.result(timeout=60)
+        assert caught.value.args[0].code() == denied
+    r = requests.get(node.address + "/v1/topics", headers=AUTH, timeout=10)
+    names = [t["name"] if isinstance(t, dict) else t for t in r.json()["topics"]]
+    assert topic in names and topic + "-new" not in names
+    r = requests.get(node.address + f"/v1/topics/{topic}", headers=AUTH, timeout=10)
+    assert len(r.json()["partition_offsets"]) == 1
+
+    consumer = Consumer({**conf, "group.id": "ro-" + topic, "enable.auto.commit": False})
+    try:
+        with pytest.raises(KafkaException) as caught:
+            consumer.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+        assert caught.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+    finally:
+        consumer.close()
+    r = requests.get(node.address + f"/v1/consumer-groups/ro-{topic}/offsets", headers=AUTH)
+    assert r.status_code == 404 or not r.json().get("offsets"), r.text
+
+    errors: list[KafkaError] = []
+    producer = Producer(
+        {**conf, "enable.idempotence": True, "error_cb": errors.append, "message.timeout.ms": 20000}
+    )
+    producer.produce(topic, b"v", b"k")
+    try:
+        producer.flush(30)
+    except KafkaException as exc:  # the fatal error is raised here or given to error_cb
+        errors.append(exc.args[0])
+    assert any(e.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED for e in errors), errors
+    assert stored(node, topic) == 0
+
+
+def test_local_status_prints_the_kafka_addresses_of_a_tls_token_cluster(
+    tls_cluster: LocalCluster,
+):
+    import sys
+
+    from storage_node.server.routing_state import read_routing_file
+
+    out = subprocess.run(
+        [sys.executable, "-m", "storage_node.cli", "local", "status"]
+        + ["--data-dir", str(tls_cluster.dir)],
+        capture_output=True,
+        timeout=60,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    table = read_routing_file(tls_cluster.routing_file)
+    for n in tls_cluster.nodes:
+        kafka = tls_cluster.kafka_address(n)
+        assert kafka is not None
+        (line,) = [ln for ln in out.stdout.splitlines() if ln.startswith(n.id + " ")]
+        assert kafka in line and "running" in line
+        (entry,) = [e for e in table.nodes if e.id == n.id]
+        assert entry.kafka_address == kafka
