@@ -97,3 +97,17 @@ def test_every_served_api_is_classed_as_a_read_or_a_write_that_answers_denial():
     assert not READ_APIS & ANSWERS_DENIAL
     assert served - READ_APIS - ANSWERS_DENIAL == set()
     assert {0, 8, 19, 20, 22, 37} <= ANSWERS_DENIAL
+
+
+def test_local_up_prints_the_kafka_client_settings():
+    from storage_node.cli.local_commands import kafka_client_settings
+
+    assert kafka_client_settings(False, None) == ""
+    assert kafka_client_settings(False, "/d/tls/ca.crt") == (
+        "security.protocol=SSL ssl.ca.location=/d/tls/ca.crt"
+    )
+    assert kafka_client_settings(True, None) == (
+        "security.protocol=SASL_PLAINTEXT sasl.mechanisms=PLAIN "
+        "sasl.username=any sasl.password=<the token>"
+    )
+    assert kafka_client_settings(True, "/d/tls/ca.crt").startswith("security.protocol=SASL_SSL")
