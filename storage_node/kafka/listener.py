@@ -7,10 +7,11 @@ answer, as Kafka's broker does: a size below 8 bytes or above the node's request
 unknown API key, a version outside the API's range (except ApiVersions, answered with v0 and
 UNSUPPORTED_VERSION so the client can pick), a header or body that does not parse, an
 exception escaping a handler, or a request the connection may not send (``sasl``: before
-SASL authentication on a node with a token, only ApiVersions and the SASL APIs; a failed
-authentication is answered, then closed). With TLS on, the listener speaks TLS with the
-node's reloading certificate context, the one the HTTP API uses. Bytes left after a request that parsed are ignored, as
-Kafka's broker ignores them. Nothing a request carries is stored
+SASL authentication on a node with a token, only ApiVersions and the SASL APIs, in frames of
+at most 512 KiB as Kafka's ``sasl.server.max.receive.size``; a failed authentication is
+answered, then closed). With TLS on, the listener speaks TLS with the node's reloading
+certificate context, the one the HTTP API uses. Bytes left after a request that parsed are
+ignored, as Kafka's broker ignores them. Nothing a request carries is stored
 before its whole body has parsed and every batch in it passed its checks.
 """
 
@@ -29,7 +30,7 @@ from kio.serial import entity_reader, entity_writer
 from storage_node.kafka.apis import HANDLER_MODULES
 from storage_node.kafka.node import KafkaNode
 from storage_node.kafka.registry import ApiTable, RequestContext
-from storage_node.kafka.sasl import Session, authenticate
+from storage_node.kafka.sasl import PRE_AUTH_MAX_BYTES, Session, authenticate
 
 log = logging.getLogger("msgstore.kafka")
 
@@ -95,10 +96,11 @@ class KafkaListener:
                 except asyncio.IncompleteReadError:
                     return  # the client closed the connection between requests
                 (size,) = _SIZE.unpack(head)
-                if not 8 <= size <= self.max_request_bytes:
-                    raise BadRequest(
-                        f"a request of {size} bytes (8..{self.max_request_bytes} allowed)"
-                    )
+                limit = self.max_request_bytes
+                if not session.authenticated:
+                    limit = min(limit, PRE_AUTH_MAX_BYTES)
+                if not 8 <= size <= limit:
+                    raise BadRequest(f"a request of {size} bytes (8..{limit} allowed)")
                 try:
                     frame = await reader.readexactly(size)
                 except asyncio.IncompleteReadError as exc:

@@ -31,6 +31,7 @@ from storage_node.server.auth import Role, token_role
 MECHANISMS = ("PLAIN", "OAUTHBEARER")
 SASL_HANDSHAKE, SASL_AUTHENTICATE, API_VERSIONS = 17, 36, 18
 PRE_AUTH_APIS = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
+PRE_AUTH_MAX_BYTES = 512 * 1024  # the largest frame before authentication (Kafka's default)
 # what the read token may ask: metadata, reading records and offsets, group membership and
 # group reads (OffsetCommit is a write, as the HTTP API's offset POST is)
 READ_APIS = PRE_AUTH_APIS | {

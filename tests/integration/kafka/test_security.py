@@ -427,3 +427,15 @@ def test_local_status_prints_the_kafka_addresses_of_a_tls_token_cluster(
         assert kafka in line and "running" in line
         (entry,) = [e for e in table.nodes if e.id == n.id]
         assert entry.kafka_address == kafka
+
+
+def test_a_large_frame_before_authenticating_closes_the_connection(node: KafkaNode):
+    """Before authentication a frame may not exceed 512 KiB (a client without the token
+    cannot make the node read MSGSTORE_MAX_BODY_BYTES)."""
+    wire = Wire(node.kafka_port)
+    try:
+        wire.send_raw((1024 * 1024).to_bytes(4, "big"))
+        assert wire.read_frame() is None
+    finally:
+        wire.close()
+    assert "(8..524288 allowed)" in node.log.read_text()
