@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 
 import requests
-from conftest import ORDERS, TOKEN, get, rows
+
+from tests.integration.console.conftest import ORDERS, TOKEN, get, rows
 
 PAGES = ["/", "/topics", f"/topics/{ORDERS}", "/groups", f"/search?topic={ORDERS}&key=order-42"]
 

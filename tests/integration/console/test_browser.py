@@ -15,9 +15,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from conftest import ORDERS, TOKEN, XSS_KEY
 
 from storage_node.client import Client
+from tests.integration.console.conftest import ORDERS, TOKEN, XSS_KEY
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.chrome.options import Options  # noqa: E402

@@ -10,10 +10,9 @@ import subprocess
 import sys
 from urllib.parse import quote
 
-from conftest import BINARY_BODY, ORDERS, XSS_KEY, get, rows, text_of
-
 from storage_node.client import Client
 from storage_node.console.views import fmt_ms
+from tests.integration.console.conftest import BINARY_BODY, ORDERS, XSS_KEY, get, rows, text_of
 
 CLI = [sys.executable, "-m", "storage_node.cli"]
 

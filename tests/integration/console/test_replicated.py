@@ -8,12 +8,12 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from conftest import ORDERS, get, rows, text_of
 from waiting import wait_until
 
 from storage_node.cli.local import LocalCluster
 from storage_node.client import Client
 from storage_node.server.routing_state import read_routing_file
+from tests.integration.console.conftest import ORDERS, get, rows, text_of
 
 
 @pytest.fixture(scope="module")
