@@ -387,14 +387,16 @@ def main() -> None:
             for name in ("kafka", "msgstore"):
                 server = by_name[name]
                 if name == "msgstore" and partitions > MSGSTORE_MAX_PARTITIONS:
-                    refused = f"msgstore takes at most {MSGSTORE_MAX_PARTITIONS} partitions per topic"
+                    refused = (
+                        f"msgstore takes at most {MSGSTORE_MAX_PARTITIONS} partitions per topic"
+                    )
                     continue
                 create_topic(java, server, topic, partitions)
                 results[name] = [
                     measured(
                         server,
                         args.messages,
-                        lambda s=server: produce(java, s, topic, args.messages),
+                        lambda s=server, t=topic: produce(java, s, t, args.messages),
                     )
                 ]
                 delete_topic(java, server, topic)
