@@ -7,7 +7,9 @@ directory formatted with `kafka-storage format` in a temporary directory. The ms
 `msgstore serve --kafka-port` with its defaults. Each round makes a fresh topic on both with
 Apache Kafka's TopicCommand, runs ProducerPerformance (100-byte records, acks=1,
 linger.ms=5, batch.size=65536, no throughput cap) and then ConsumerPerformance over it, on
-Kafka and msgstore in turns (the order flips each round), and deletes the topic.
+Kafka and msgstore in turns (the order flips each round), and deletes the topic. A warm-up
+(--warmup-messages, default 200,000: produced and consumed on both, not counted) comes first,
+so neither server is measured cold (the broker's JIT, the node's caches).
 
 Prints JSON lines:
   kafka_produce        ProducerPerformance msgs/s on each (medians of the rounds),
@@ -21,7 +23,7 @@ Prints JSON lines:
                        partitions per topic is reported as refused on msgstore's side
 
 Usage: python bench/kafka.py [--quick] [--rounds 3] [--messages 2000000] [--partitions 6]
-       [--partitions-curve 6,600,6000]
+       [--partitions-curve 6,600,6000] [--skip-main] [--warmup-messages N] [--profile FILE]
 """
 
 from __future__ import annotations
@@ -187,14 +189,20 @@ def start_kafka(java: Java, workdir: Path) -> Server:
     return Server("kafka", proc, f"127.0.0.1:{port}", log)
 
 
-def start_msgstore(workdir: Path) -> Server:
-    """``msgstore serve --kafka-port`` with the node's defaults (lifecycle tasks off)."""
+def start_msgstore(workdir: Path, profile: Path | None = None) -> Server:
+    """``msgstore serve --kafka-port`` with the node's defaults (lifecycle tasks off); with
+    ``profile``, under pyinstrument (its event-loop thread), the text report written there
+    when the node stops."""
     port = free_port()
     kafka_port = free_port(taken={port})
     log = workdir / "msgstore.log"
     env = {**os.environ, "MSGSTORE_LIFECYCLE_INTERVAL_S": "0"}
+    profiler = []
+    if profile is not None:
+        profiler = ["-m", "pyinstrument", "-r", "text", "-p", "flat=true", "-o", str(profile)]
     argv = [
         sys.executable,
+        *profiler,
         "-m",
         "storage_node.cli",
         "serve",
@@ -336,11 +344,25 @@ def main() -> None:
         "--partitions-curve", default="", help="comma-separated partition counts, e.g. 6,600,6000"
     )
     parser.add_argument("--skip-main", action="store_true", help="only the partitions curve")
+    parser.add_argument(
+        "--warmup-messages",
+        type=int,
+        default=200_000,
+        help="produced and consumed on both before the rounds, not counted (JIT, caches)",
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="run the msgstore node under pyinstrument and write its text report here "
+        "(the profiler's overhead is in msgstore's figures then)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.rounds = 1
         if args.messages == parser.get_default("messages"):
             args.messages = 50_000
+        if args.warmup_messages == parser.get_default("warmup_messages"):
+            args.warmup_messages = 0
     curve = [int(p) for p in args.partitions_curve.split(",") if p.strip()]
 
     classpath = kafka_classpath()
@@ -349,9 +371,15 @@ def main() -> None:
     servers: list[Server] = []
     try:
         servers.append(start_kafka(java, workdir))
-        servers.append(start_msgstore(workdir))
+        servers.append(start_msgstore(workdir, args.profile))
         by_name = {s.name: s for s in servers}
         common = {"messages": args.messages, "record_bytes": RECORD_BYTES}
+        if args.warmup_messages:
+            for server in servers:
+                create_topic(java, server, "warmup", args.partitions)
+                produce(java, server, "warmup", args.warmup_messages)
+                consume(java, server, "warmup", args.warmup_messages)
+                delete_topic(java, server, "warmup")
         if not args.skip_main:
             produced: dict[str, list[tuple[float, float]]] = {"kafka": [], "msgstore": []}
             consumed: dict[str, list[tuple[float, float]]] = {"kafka": [], "msgstore": []}
