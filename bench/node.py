@@ -71,11 +71,8 @@ sys.path.insert(0, str(ROOT))
 from storage_node.cli.local import free_port  # noqa: E402
 from storage_node.client import Client  # noqa: E402
 from storage_node.store import MessageIn, Store, StoreConfig, TopicConfig  # noqa: E402
-from storage_node.wire.batch_codec import (  # noqa: E402
-    CONTENT_TYPE,
-    decode_read_answer,
-    encode_batch,
-)
+from storage_node.wire.batch_codec import CONTENT_TYPE, encode_batch  # noqa: E402
+from storage_node.wire.read_answer import decode_read_answer  # noqa: E402
 
 VALUE_BYTES = 100
 

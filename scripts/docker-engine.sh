@@ -35,8 +35,9 @@ install_packages() {
   local sudo=""
   [[ "$(id -u)" -ne 0 ]] && sudo="sudo"
   echo "docker-engine: installing Debian packages: ${missing[*]}" >&2
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+  # wait for another package manager run (an unattended upgrade, a parallel setup) to end
+  $sudo apt-get -o DPkg::Lock::Timeout=600 update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends \
     "${missing[@]}" >/dev/null
 }
 

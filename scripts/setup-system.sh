@@ -22,8 +22,9 @@ if ! command -v kcat >/dev/null 2>&1; then need+=(kcat); fi
 if ((${#need[@]})); then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   echo "installing Debian packages: ${need[*]}"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+  # wait for another package manager run (an unattended upgrade, a parallel setup) to end
+  $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${need[@]}" >/dev/null
 fi
 if ! command -v go >/dev/null 2>&1; then
   echo "warning: no Go toolchain on PATH: the Kubernetes end-to-end tests cannot build their control plane" >&2

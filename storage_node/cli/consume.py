@@ -33,8 +33,8 @@ from typing import Any
 from storage_node.cli.common import UsageError, silence_stdout, topic_command
 from storage_node.cli.consume_output import Output, compile_format, exact_output
 from storage_node.errors import InvalidArgument, MsgStoreError, Unavailable
-from storage_node.wire.batch_codec import ReadColumns
 from storage_node.wire.message_json import value_json
+from storage_node.wire.read_answer import ReadColumns
 
 PAGE = 1000
 LONG_POLL_MS = 10_000

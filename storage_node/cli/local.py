@@ -189,9 +189,7 @@ class LocalCluster:
                     " is taken by another process; free it or start with --base-port"
                 )
             taken |= {n.kafka_port for n in self.nodes} | {port}
-            kafka_port = 0  # no Kafka listener where the nodes need a token or TLS (no SASL)
-            if not (tls or "MSGSTORE_TOKEN" in self.env):
-                kafka_port = previous_kafka.get(f"node-{i}") or free_port(self.host, taken)
+            kafka_port = previous_kafka.get(f"node-{i}") or free_port(self.host, taken)
             node_dir = self.dir / f"node-{i}"
             node_dir.mkdir(exist_ok=True)
             self.nodes.append(

@@ -45,7 +45,25 @@ def cmd_local_up(args: argparse.Namespace) -> int:
     print(f"routing table: {cluster.routing_file}")
     if cluster.ca_file:
         print(f"CA certificate: {cluster.ca_file} (use --ca or MSGSTORE_CA)")
+    hint = kafka_client_settings(bool(args.token), cluster.ca_file)
+    if hint:
+        print(f"Kafka clients: {hint}")
     return 0
+
+
+def kafka_client_settings(token: bool, ca_file: str | None) -> str:
+    """The librdkafka settings a Kafka client needs for a cluster with a token and/or TLS
+    (docs/KAFKA.md, "Security"); empty for a PLAINTEXT cluster."""
+    parts = []
+    if token:
+        protocol = "SASL_SSL" if ca_file else "SASL_PLAINTEXT"
+        parts.append(f"security.protocol={protocol} sasl.mechanisms=PLAIN")
+        parts.append("sasl.username=any sasl.password=<the token>")
+    elif ca_file:
+        parts.append("security.protocol=SSL")
+    if ca_file:
+        parts.append(f"ssl.ca.location={ca_file}")
+    return " ".join(parts)
 
 
 def cmd_local_down(args: argparse.Namespace) -> int:

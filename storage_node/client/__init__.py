@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from storage_node.client.produced import Produced
     from storage_node.client.steps import NotMsgstore, RawAnswer
     from storage_node.client.sync_client import Client
-    from storage_node.wire.batch_codec import ReadColumns
+    from storage_node.wire.read_answer import ReadColumns
 
 
 def __getattr__(name: str) -> Any:

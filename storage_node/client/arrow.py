@@ -11,7 +11,7 @@ import dataclasses
 import numpy as np
 import pyarrow as pa
 
-from storage_node.wire.batch_codec import ReadColumns
+from storage_node.wire.read_answer import ReadColumns
 
 READ_SCHEMA = pa.schema(
     [

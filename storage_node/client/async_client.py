@@ -18,7 +18,7 @@ from storage_node.client.produced import Produced
 from storage_node.client.steps import Call, Gather, Op, Sleep, T, answer_of
 from storage_node.errors import MsgStoreError, Unavailable
 from storage_node.tls import client_context
-from storage_node.wire.batch_codec import ReadColumns
+from storage_node.wire.read_answer import ReadColumns
 
 FRAME_MESSAGES = 5000
 

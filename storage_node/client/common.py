@@ -25,13 +25,9 @@ from storage_node.errors import InvalidArgument, InvalidBatch, MsgStoreError, No
 from storage_node.formats.limits import check_key
 from storage_node.formats.partitioning import partition_for_key
 from storage_node.wire.batch_codec import CONTENT_TYPE as BATCH_CONTENT_TYPE
-from storage_node.wire.batch_codec import (
-    MalformedAnswer,
-    ReadColumns,
-    decode_read_answer,
-    encode_batch,
-)
+from storage_node.wire.batch_codec import encode_batch
 from storage_node.wire.message_json import value_json
+from storage_node.wire.read_answer import MalformedAnswer, ReadColumns, decode_read_answer
 from storage_node.wire.routing_table import RoutingTable, parse_routing
 
 RETRY_STATUSES = {500, 502, 503, 504}

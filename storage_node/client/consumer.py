@@ -23,7 +23,7 @@ from storage_node.client.core import ClientCore
 from storage_node.client.fetch import FetchAnswer
 from storage_node.client.steps import Op, T
 from storage_node.errors import MsgStoreError
-from storage_node.wire.batch_codec import ReadColumns
+from storage_node.wire.read_answer import ReadColumns
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -9,7 +9,7 @@ from typing import Any
 
 from storage_node.client.fetch import FetchAnswer
 from storage_node.errors import InvalidArgument
-from storage_node.wire.batch_codec import ReadColumns
+from storage_node.wire.read_answer import ReadColumns
 
 
 class ConsumerState:

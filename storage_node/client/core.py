@@ -48,7 +48,7 @@ from storage_node.client.produced import Produced
 from storage_node.client.steps import Call, Gather, Op, RetryPolicy, Sleep
 from storage_node.errors import Fenced, MsgStoreError, NotOwner, Unavailable
 from storage_node.wire.append_answer import AppendAnswer, decode_append_answer
-from storage_node.wire.batch_codec import ReadColumns
+from storage_node.wire.read_answer import ReadColumns
 
 
 @dataclass

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from storage_node.wire.batch_codec import CONTENT_TYPE, MalformedAnswer, ReadColumns
+from storage_node.wire.batch_codec import CONTENT_TYPE
 from storage_node.wire.fetch_codec import decode_fetch_answer as _decode
 from storage_node.wire.fetch_codec import fetch_request
+from storage_node.wire.read_answer import MalformedAnswer, ReadColumns
 
 __all__ = ["FetchAnswer", "decode_fetch_answer", "fetch_path", "fetch_request"]
 

@@ -17,7 +17,7 @@ from storage_node.client.produced import Produced
 from storage_node.client.steps import Call, Gather, Op, Sleep, T
 from storage_node.client.transport import HttpTransport
 from storage_node.errors import MsgStoreError
-from storage_node.wire.batch_codec import ReadColumns
+from storage_node.wire.read_answer import ReadColumns
 
 FRAME_MESSAGES = 5000  # messages per frame of a columns produce
 PIECE_MESSAGES = 20_000  # a long list of dicts is packed and sent in pieces this size

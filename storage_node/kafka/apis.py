@@ -10,12 +10,14 @@ from storage_node.kafka import (
     list_offsets,
     metadata,
     produce,
+    sasl,
     topic_admin,
 )
 from storage_node.kafka.groups import handlers as groups
 
 HANDLER_MODULES = (
     api_versions,
+    sasl,
     metadata,
     produce,
     fetch,

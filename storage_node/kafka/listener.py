@@ -5,9 +5,13 @@ connection's requests are answered one at a time, in order, as a Kafka broker do
 Fetch holds the ones behind it). What closes a connection, with a warning in the log and no
 answer, as Kafka's broker does: a size below 8 bytes or above the node's request limit, an
 unknown API key, a version outside the API's range (except ApiVersions, answered with v0 and
-UNSUPPORTED_VERSION so the client can pick), a header or body that does not parse, or an
-exception escaping a handler. Bytes left after a request that parsed are ignored, as
-Kafka's broker ignores them. Nothing a request carries is stored
+UNSUPPORTED_VERSION so the client can pick), a header or body that does not parse, an
+exception escaping a handler, or a request the connection may not send (``sasl``: before
+SASL authentication on a node with a token, only ApiVersions and the SASL APIs, in frames of
+at most 512 KiB as Kafka's ``sasl.server.max.receive.size``; a failed authentication is
+answered, then closed). With TLS on, the listener speaks TLS with the node's reloading
+certificate context, the one the HTTP API uses. Bytes left after a request that parsed are
+ignored, as Kafka's broker ignores them. Nothing a request carries is stored
 before its whole body has parsed and every batch in it passed its checks.
 """
 
@@ -17,6 +21,7 @@ import asyncio
 import contextlib
 import io
 import logging
+import ssl
 import struct
 from typing import Any
 
@@ -25,6 +30,7 @@ from kio.serial import entity_reader, entity_writer
 from storage_node.kafka.apis import HANDLER_MODULES
 from storage_node.kafka.node import KafkaNode
 from storage_node.kafka.registry import ApiTable, RequestContext
+from storage_node.kafka.sasl import PRE_AUTH_MAX_BYTES, Session, authenticate
 
 log = logging.getLogger("msgstore.kafka")
 
@@ -54,8 +60,10 @@ class KafkaListener:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
 
-    async def start(self, host: str, port: int) -> None:
-        self._server = await asyncio.start_server(self._serve, host, port, reuse_address=True)
+    async def start(self, host: str, port: int, tls: ssl.SSLContext | None = None) -> None:
+        self._server = await asyncio.start_server(
+            self._serve, host, port, reuse_address=True, ssl=tls
+        )
 
     @property
     def port(self) -> int:
@@ -79,6 +87,8 @@ class KafkaListener:
         assert task is not None
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
+        settings = self.node.settings()
+        session = Session(required=bool(settings.token))
         try:
             while True:
                 try:
@@ -86,20 +96,30 @@ class KafkaListener:
                 except asyncio.IncompleteReadError:
                     return  # the client closed the connection between requests
                 (size,) = _SIZE.unpack(head)
-                if not 8 <= size <= self.max_request_bytes:
-                    raise BadRequest(
-                        f"a request of {size} bytes (8..{self.max_request_bytes} allowed)"
-                    )
+                limit = self.max_request_bytes
+                if not session.authenticated:
+                    limit = min(limit, PRE_AUTH_MAX_BYTES)
+                if not 8 <= size <= limit:
+                    raise BadRequest(f"a request of {size} bytes (8..{limit} allowed)")
                 try:
                     frame = await reader.readexactly(size)
                 except asyncio.IncompleteReadError as exc:
                     raise BadRequest(
                         f"the connection closed {len(exc.partial)} bytes into a {size}-byte request"
                     ) from None
-                answer = await self._answer(frame, peer)
+                if session.raw_next:  # the bare SASL token after SaslHandshake v0
+                    session.raw_next = False
+                    failure = authenticate(session, settings, frame)
+                    if failure is not None:
+                        raise BadRequest(f"SASL authentication failed: {failure}")
+                    answer: bytes | None = _SIZE.pack(0)
+                else:
+                    answer = await self._answer(frame, peer, session)
                 if answer is not None:
                     writer.write(answer)
                     await writer.drain()
+                if session.close_reason is not None:
+                    raise BadRequest(session.close_reason)
         except BadRequest as exc:
             log.warning("kafka: closing the connection from %s: %s", peer, exc)
         except (ConnectionError, asyncio.CancelledError):
@@ -112,12 +132,15 @@ class KafkaListener:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _answer(self, frame: bytes, peer: Any = None) -> bytes | None:
+    async def _answer(self, frame: bytes, peer: Any, session: Session) -> bytes | None:
         """The framed answer to one request (None: the request gets no answer)."""
         api_key, version, correlation_id = _HEAD.unpack_from(frame)
         api = self.table.get(api_key)
         if api is None:
             raise BadRequest(f"unknown API key {api_key} (correlation id {correlation_id})")
+        refusal = session.refusal(api_key, api.name)
+        if refusal is not None:
+            raise BadRequest(refusal)
         if not api.min_version <= version <= api.max_version:
             if api_key == API_VERSIONS_KEY:
                 return self._unsupported_api_versions(correlation_id)
@@ -143,6 +166,7 @@ class KafkaListener:
         module = self.table.response_module(api_key, version)
         ctx = RequestContext(api_key, version, correlation_id, header.client_id, self.node, module)
         ctx.client_host = f"/{peer[0]}" if isinstance(peer, tuple) else ""
+        ctx.session, ctx.may_write = session, session.may_write
         response = await api.handler(ctx, request)
         if response is None:
             return None

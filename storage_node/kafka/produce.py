@@ -32,6 +32,7 @@ from storage_node.formats.packed import filled
 from storage_node.kafka.errors import error_code, error_message
 from storage_node.kafka.records import CorruptBatch, UnsupportedBatch, decode_batch
 from storage_node.kafka.registry import Api, ApiTable, RequestContext
+from storage_node.kafka.sasl import READ_ONLY
 
 log = logging.getLogger("msgstore.kafka")
 NO_THROTTLE = datetime.timedelta(0)
@@ -88,9 +89,12 @@ def _code(exc: BaseException) -> ErrorCode:
 
 async def handle_produce(ctx: RequestContext, request: Any) -> Any:
     acks = int(request.acks)
-    if request.transactional_id is not None:
-        bad: ErrorCode | None = ErrorCode.transactional_id_authorization_failed
-        reason: str | None = "transactions are not supported"
+    if not ctx.may_write:
+        bad: ErrorCode | None = ErrorCode.topic_authorization_failed
+        reason: str | None = READ_ONLY
+    elif request.transactional_id is not None:
+        bad = ErrorCode.transactional_id_authorization_failed
+        reason = "transactions are not supported"
     elif acks not in (-1, 0, 1):
         bad, reason = ErrorCode.invalid_required_acks, f"acks must be -1, 0 or 1, not {acks}"
     else:
@@ -160,11 +164,13 @@ PRODUCER_IDS = ProducerIds()
 
 
 async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
-    if request.transactional_id is not None:
+    if not ctx.may_write or request.transactional_id is not None:
         return ctx.make(
             "InitProducerIdResponse",
             throttle_time=NO_THROTTLE,
-            error_code=ErrorCode.transactional_id_authorization_failed,
+            error_code=ErrorCode.cluster_authorization_failed
+            if not ctx.may_write
+            else ErrorCode.transactional_id_authorization_failed,
             producer_id=-1,
             producer_epoch=-1,
         )

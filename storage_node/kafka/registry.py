@@ -35,6 +35,8 @@ class RequestContext:
     node: Any  # the KafkaNode of the listener (runtime, broker identity)
     response_module: ModuleType = field(repr=False)
     client_host: str = ""  # "/ADDRESS" of the connection, as Kafka names it (DescribeGroups)
+    session: Any = None  # the connection's SASL state (kafka.sasl.Session)
+    may_write: bool = True  # False for a read-only token: write handlers answer denial
 
     def make(self, entity: str, /, **fields: Any) -> Any:
         """An entity of the answer's schema (of this request's version) named ``entity``, with

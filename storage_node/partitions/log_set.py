@@ -38,6 +38,11 @@ class LogSet(Protocol):
         """Every log this node leads by id."""
         ...
 
+    def hosted_logs(self) -> dict[str, tuple[Store, bool]]:
+        """Every log copy held here by log id ("" for an unreplicated node's one log):
+        its store and whether this node leads it."""
+        ...
+
     def hosted_stores(self) -> list[Store]:
         """Every store this node holds (led and followed copies)."""
         ...

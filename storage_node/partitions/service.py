@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -112,6 +112,33 @@ class PartitionService:
             store = logs.leader_store(self.routing.log_of(topic, p))
             groups.setdefault(id(store), (store, []))[1].append(p)
         return list(groups.values())
+
+    def hosted_logs(self) -> list[tuple[str, Store, bool]]:
+        """(log id, store, led here) of every log copy this node holds, the node's own log
+        named by the node id; empty while the stores open (metrics, status)."""
+        if self.logs is None:
+            return []
+        return [
+            (log_id or self.node_id, store, led)
+            for log_id, (store, led) in self.logs.hosted_logs().items()
+        ]
+
+    def served_partitions(self) -> Iterator[tuple[str, Store, str, list[int]]]:
+        """(log id, store, topic, partitions) for every partition this node serves: each
+        partition once across the cluster, from the node that leads its log."""
+        table = None if self.routing.standalone else self.routing.current()
+        for log_id, store, led in self.hosted_logs():
+            if not led:
+                continue
+            for cfg in store.list_topics():
+                if table is None:
+                    yield log_id, store, cfg.name, list(range(cfg.partitions))
+                    continue
+                route = table.topics.get(cfg.name)
+                if route is None:
+                    continue
+                owners = route.owners[: cfg.partitions]
+                yield log_id, store, cfg.name, [p for p, o in enumerate(owners) if o == log_id]
 
     def lookup_stores(self) -> list[Store]:
         """The stores whose messages this node answers lookups (key, message ID, groups)

@@ -28,6 +28,9 @@ class SingleLog:
     def led_logs(self) -> dict[str, Store]:
         return {"": self.store}
 
+    def hosted_logs(self) -> dict[str, tuple[Store, bool]]:
+        return {"": (self.store, True)}
+
     def hosted_stores(self) -> list[Store]:
         return [self.store]
 

@@ -99,6 +99,9 @@ class LogHost:
     def hosted_stores(self) -> list[Store]:
         return [h.store for _i, h in sorted(self.logs.items())]
 
+    def hosted_logs(self) -> dict[str, tuple[Store, bool]]:
+        return {i: (h.store, h.role == "leader") for i, h in sorted(self.logs.items())}
+
     def led_logs(self) -> dict[str, Store]:
         return {i: h.store for i, h in sorted(self.logs.items()) if h.role == "leader"}
 

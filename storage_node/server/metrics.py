@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector
 from storage_node.server.metrics_groups import GroupCollector
 from storage_node.server.metrics_node import NodeCollector
 from storage_node.server.metrics_replication import ReplicationCollector
+from storage_node.server.runtime import NodeRuntime
 
 log = logging.getLogger(__name__)
 # No ``*_created`` series beside every counter and histogram: they double the page and no
@@ -37,13 +38,13 @@ class StoreCollector(Collector):
     fsyncs, ...) is exported as a Prometheus counter (``..._total``), so ``rate()`` works
     across restarts; levels (file counts, bytes held, positions) as gauges."""
 
-    def __init__(self, runtime: Any) -> None:
+    def __init__(self, runtime: NodeRuntime) -> None:
         self.runtime = runtime
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         up = GaugeMetricFamily("msgstore_store_ready", "1 once the store finished recovery")
         store = self.runtime.store
-        up.add_metric([], 1.0 if store is not None and getattr(store, "ready", True) else 0.0)
+        up.add_metric([], 1.0 if store is not None and store.ready else 0.0)
         yield up
         draining = GaugeMetricFamily("msgstore_draining", "1 while the node refuses writes")
         draining.add_metric([], 1.0 if self.runtime.draining else 0.0)
@@ -55,9 +56,7 @@ class StoreCollector(Collector):
         except Exception as exc:  # noqa: BLE001 - a scrape must not fail with the store
             log.warning("store stats failed: %s", exc)
             stats = {}
-        growing = set(getattr(store, "counters", {}))
-        commit_log = getattr(store, "log", None)
-        growing.update(f"log_{k}" for k in getattr(commit_log, "stats", {}))
+        growing = store.growing_stats()
         for key, value in sorted(_flatten(stats).items()):
             if key == "ready":
                 continue  # msgstore_store_ready above: one family per name
@@ -113,7 +112,7 @@ def _flatten(stats: dict[str, Any], prefix: str = "") -> dict[str, float]:
 class NodeMetrics:
     """One registry per app, so several nodes in one process (tests) do not collide."""
 
-    def __init__(self, runtime: Any) -> None:
+    def __init__(self, runtime: NodeRuntime) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "msgstore_http_requests",

@@ -19,6 +19,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from storage_node.server.metrics_served import served_partitions
+from storage_node.server.runtime import NodeRuntime
 
 log = logging.getLogger(__name__)
 PARTITION = ["topic", "partition"]
@@ -26,7 +27,7 @@ GROUP = ["group", "topic", "partition"]
 
 
 class GroupCollector(Collector):
-    def __init__(self, runtime: Any) -> None:
+    def __init__(self, runtime: NodeRuntime) -> None:
         self.runtime = runtime
         self._store_ms: dict[tuple[int, str, int, int], int] = {}
 
@@ -76,7 +77,7 @@ class GroupCollector(Collector):
         remembered: dict[tuple[int, str, int, int], int],
     ) -> None:
         by_store: dict[int, tuple[Any, dict[str, dict[int, tuple[int, int]]]]] = {}
-        for served, topic, partitions in served_partitions(self.runtime):
+        for served, topic, partitions in served_partitions(self.runtime.partitions):
             if not partitions:
                 continue
             offsets = served.store.partition_offsets(topic)

@@ -20,6 +20,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from storage_node.server.metrics_served import stores_of
+from storage_node.server.runtime import NodeRuntime
 
 log = logging.getLogger(__name__)
 STATES = ("unsealed", "sealed", "compacted", "uploaded")
@@ -39,7 +40,7 @@ RECOVERY = {
 
 
 class NodeCollector(Collector):
-    def __init__(self, runtime: Any) -> None:
+    def __init__(self, runtime: NodeRuntime) -> None:
         self.runtime = runtime
         self._certs: dict[str, tuple[float, float]] = {}  # path -> (mtime, not_after)
 
@@ -94,7 +95,7 @@ class NodeCollector(Collector):
             key: GaugeMetricFamily(name, f"last recovery: {text}", labels=["log"])
             for key, (name, text) in RECOVERY.items()
         }
-        for served in stores_of(self.runtime):
+        for served in stores_of(self.runtime.partitions):
             store, name = served.store, served.log
             try:
                 listed = store.list_files()
@@ -115,7 +116,7 @@ class NodeCollector(Collector):
                 failures.add_metric([name, task], counters.get(fail_key, 0))
             maint.add_metric([name], counters.get("maintenance_errors", 0))
             report = store.recovery_report
-            seconds.add_metric([name], getattr(store, "recovery_seconds", 0.0))
+            seconds.add_metric([name], store.recovery_seconds)
             clean.add_metric([name], 1.0 if report.get("clean") else 0.0)
             for key, family in found.items():
                 value = report.get(key, 0)

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from storage_node.server.runtime import NodeRuntime
+
 ROLES = ("leader", "follower", "recovering")
 
 
 class ReplicationCollector(Collector):
-    def __init__(self, runtime: Any) -> None:
+    def __init__(self, runtime: NodeRuntime) -> None:
         self.runtime = runtime
 
     def collect(self) -> Iterator[Metric]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import hmac
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -11,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from storage_node.errors import DiskFull, MsgStoreError
+from storage_node.server.auth import Role, token_role
 from storage_node.server.metrics import NodeMetrics
 
 log = logging.getLogger(__name__)
@@ -83,10 +83,10 @@ def auth_middleware(token: str, read_token: str) -> Callable[..., Awaitable[web.
         scheme, _, given = header.partition(" ")
         if scheme.lower() != "bearer" or not given:
             return _unauthenticated("missing 'Authorization: Bearer <token>' header")
-        given = given.strip()
-        if hmac.compare_digest(given.encode(), token.encode()):
+        role = token_role(given.strip(), token, read_token)
+        if role is Role.WRITE:
             return await handler(request)
-        if read_token and hmac.compare_digest(given.encode(), read_token.encode()):
+        if role is Role.READ:
             if request.method in ("GET", "HEAD", "OPTIONS"):
                 return await handler(request)
             return error_response(

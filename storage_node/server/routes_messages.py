@@ -29,14 +29,14 @@ from storage_node.server.runtime import NodeRuntime
 from storage_node.store import Message, PackedBatch, ReadBatch
 from storage_node.wire.append_answer import encode_append_answer
 from storage_node.wire.batch_codec import CONTENT_TYPE as BATCH_CONTENT_TYPE
-from storage_node.wire.batch_codec import (
+from storage_node.wire.batch_codec import decode_packed
+from storage_node.wire.fetch_codec import encode_fetch_answer
+from storage_node.wire.message_json import message_to_json, results_json
+from storage_node.wire.read_answer import (
     accepts_read_columns,
-    decode_packed,
     encode_read_answer,
     read_answer_parts,
 )
-from storage_node.wire.fetch_codec import encode_fetch_answer
-from storage_node.wire.message_json import message_to_json, results_json
 
 MAX_READ_BYTES = 64 * 1024 * 1024
 MAX_WAIT_MS = 30_000

@@ -83,8 +83,9 @@ def _open_store(runtime: NodeRuntime) -> None:
     runtime.sync_topics_from_routing()
 
 
-async def _start_kafka(runtime: NodeRuntime) -> Any:
-    """The Kafka listener (docs/KAFKA.md) when a Kafka port is set, on this event loop."""
+async def _start_kafka(runtime: NodeRuntime, tls: ReloadingServerContext | None) -> Any:
+    """The Kafka listener (docs/KAFKA.md) when a Kafka port is set, on this event loop; with
+    TLS on, it serves TLS with the HTTP API's reloading certificate context."""
     settings = runtime.settings
     if not settings.kafka_port:
         return None
@@ -96,14 +97,22 @@ async def _start_kafka(runtime: NodeRuntime) -> Any:
         return KafkaListener(KafkaNode(runtime, settings.host, settings.kafka_port))
 
     listener = await asyncio.to_thread(build)
-    await listener.start(settings.host, settings.kafka_port)
-    log.info("node %s serving Kafka on %s:%d", settings.node_id, settings.host, listener.port)
+    await listener.start(settings.host, settings.kafka_port, tls.context if tls else None)
+    log.info(
+        "node %s serving Kafka on %s:%d (%s)",
+        settings.node_id,
+        settings.host,
+        listener.port,
+        ("SASL_SSL" if tls else "SASL_PLAINTEXT")
+        if settings.token
+        else ("SSL" if tls else "PLAINTEXT"),
+    )
     return listener
 
 
 def _log_recoveries(runtime: NodeRuntime) -> None:
     """One line per store about its recovery; a warning when it cut or skipped data."""
-    for served in stores_of(runtime):
+    for served in stores_of(runtime.partitions):
         report = served.store.recovery_report
         lost = report["truncated_bytes"] or report["corrupt_records"] or report["corrupt_files"]
         log.log(
@@ -148,7 +157,7 @@ async def serve(settings: NodeSettings) -> int:
         loop.add_signal_handler(sig, stop.set)
     exit_code = 0
     try:  # before the store opens: a node that answers ready serves Kafka too
-        kafka = await _start_kafka(runtime)
+        kafka = await _start_kafka(runtime, tls)
     except OSError as err:  # the Kafka port is taken: stop as a failed start
         kafka = None
         runtime.startup_error = f"cannot serve Kafka on port {settings.kafka_port}: {err}"

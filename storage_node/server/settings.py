@@ -201,11 +201,6 @@ def resolve_settings(
         raise InvalidArgument(f"port {settings.port} is out of range")
     if not 0 <= settings.kafka_port <= 65535:
         raise InvalidArgument(f"Kafka port {settings.kafka_port} is out of range")
-    if settings.kafka_port and (settings.token or settings.read_token or settings.tls_cert):
-        raise InvalidArgument(
-            "the Kafka listener has no authentication or TLS yet (SASL is not implemented): "
-            "it cannot serve a node that requires a token or serves HTTPS; unset kafka_port"
-        )
     if settings.kafka_advertise and not _host_port(settings.kafka_advertise):
         raise InvalidArgument(f"kafka_advertise {settings.kafka_advertise!r} must be host:port")
     if bool(settings.tls_cert) != bool(settings.tls_key):

@@ -392,6 +392,10 @@ class Store(LogSurface):
         self._check_open()
         return self.lifecycle.commit_compacted(kind, name, data, crc32)
 
+    def growing_stats(self) -> set[str]:
+        """The keys of ``stats()`` that only grow (counters), for exporting as counters."""
+        return set(self.counters) | {f"log_{k}" for k in self.log.stats}
+
     def stats(self) -> dict:
         return describe(
             self.counters,

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from storage_node.wire.batch_codec import MAX_MESSAGES, MalformedAnswer
+from storage_node.wire.batch_codec import MAX_MESSAGES
+from storage_node.wire.read_answer import MalformedAnswer
 
 if TYPE_CHECKING:
     from storage_node.store.types import AppendColumns

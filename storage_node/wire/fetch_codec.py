@@ -14,7 +14,7 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from storage_node.wire.batch_codec import MalformedAnswer, ReadColumns, decode_read_answer
+from storage_node.wire.read_answer import MalformedAnswer, ReadColumns, decode_read_answer
 
 Buffer = bytes | bytearray | memoryview
 

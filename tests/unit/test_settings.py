@@ -39,13 +39,23 @@ def test_yaml_file_and_env_only(tmp_path):
         ({"data_dir": "d"}, {"MSGSTORE_FLUSH_MODE": "sometimes"}, "flush_mode"),
         ({"data_dir": "d"}, {"MSGSTORE_KAFKA_PORT": "70000"}, "Kafka port"),
         ({"data_dir": "d"}, {"MSGSTORE_KAFKA_ADVERTISE": "nohost"}, "host:port"),
-        # no unauthenticated way around the HTTP API's token (the listener has no SASL yet)
-        ({"data_dir": "d", "kafka_port": 9092}, {"MSGSTORE_TOKEN": "t"}, "no authentication"),
     ],
 )
 def test_bad_settings(flags, env, message):
     with pytest.raises(InvalidArgument, match=message):
         build_store_config(resolve_settings(flags, env=env))
+
+
+def test_a_kafka_port_with_a_token_and_tls_is_accepted(tmp_path):
+    """The Kafka listener requires SASL with a token and serves TLS with the node's
+    certificate, so a node with both may serve Kafka (it was refused before SASL existed)."""
+    (tmp_path / "c.pem").write_text("x")
+    (tmp_path / "k.pem").write_text("x")
+    env = {"MSGSTORE_TOKEN": "t", "MSGSTORE_READ_TOKEN": "r"}
+    flags = {"data_dir": "d", "kafka_port": 9092}
+    flags |= {"tls_cert": str(tmp_path / "c.pem"), "tls_key": str(tmp_path / "k.pem")}
+    s = resolve_settings(flags, env=env)
+    assert (s.kafka_port, s.token, s.tls_cert) == (9092, "t", str(tmp_path / "c.pem"))
 
 
 def test_unknown_file_setting_is_an_error(tmp_path):

@@ -191,7 +191,7 @@ async def leave_group(ctx: RequestContext, req: Any) -> Any:
 async def offset_commit(ctx: RequestContext, req: Any) -> Any:
     ng = groups_of(ctx.node)
     group = req.group_id
-    error = ng.check(group)
+    error = ng.check(group) if ctx.may_write else E.GROUP_AUTHORIZATION_FAILED
     if error is E.NONE:
         generation = getattr(req, "generation_id_or_member_epoch", -1)
         error = ng.coordinator.check_commit(

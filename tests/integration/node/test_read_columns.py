@@ -12,7 +12,8 @@ import requests
 
 from storage_node.client import AsyncClient, Client
 from storage_node.errors import InvalidArgument, UnknownTopic
-from storage_node.wire.batch_codec import CONTENT_TYPE, decode_read_answer
+from storage_node.wire.batch_codec import CONTENT_TYPE
+from storage_node.wire.read_answer import decode_read_answer
 
 BINARY = {"Accept": CONTENT_TYPE}
 

@@ -16,6 +16,7 @@ from storage_node import structured_log
 from storage_node.cli.local import LocalCluster
 from storage_node.client import Client
 from tests.integration.node.conftest import NodeProcess
+from tests.waiting import wait_until
 
 TOKEN = "tok-SECRET-8c1f0e"
 READ_TOKEN = "tok-READ-55d2aa"
@@ -102,11 +103,25 @@ def test_a_token_reaching_a_message_is_redacted(capsys) -> None:  # type: ignore
     assert doc["component"] == "node" and doc["level"] == "warning"
 
 
+def _leads_own_log(address: str, node_id: str) -> bool:
+    try:
+        doc = requests.get(address + "/v1/replication/status", timeout=5).json()
+    except (requests.RequestException, ValueError):
+        return False
+    return doc.get("logs", {}).get(node_id, {}).get("role") == "leader"
+
+
 def test_replication_events_name_their_log_and_epoch(tmp_path: Path) -> None:
     cluster = LocalCluster(tmp_path / "c")
     cluster.up(nodes=3, replication_factor=3)
     try:
         cluster.wait_leaders()
+        # the routing table names the leaders before each node acts on it (and logs it)
+        wait_until(
+            lambda: all(_leads_own_log(n.address, n.id) for n in cluster.nodes),
+            60,
+            "every node leading its own log",
+        )
     finally:
         cluster.down()
     events = []

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from msgstore_spark.arrow_codec import READ_SCHEMA, columns_to_batch, messages_to_batch
 
 from storage_node.store import Message
-from storage_node.wire.batch_codec import decode_read_answer, encode_read_answer
 from storage_node.wire.message_json import message_to_json
+from storage_node.wire.read_answer import decode_read_answer, encode_read_answer
 
 opt_text = st.one_of(st.none(), st.text(max_size=10))
 

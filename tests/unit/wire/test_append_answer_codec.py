@@ -13,7 +13,7 @@ from storage_node.wire.append_answer import (
     decode_append_answer,
     encode_append_answer,
 )
-from storage_node.wire.batch_codec import MalformedAnswer
+from storage_node.wire.read_answer import MalformedAnswer
 
 
 def test_round_trip_keeps_every_result() -> None:

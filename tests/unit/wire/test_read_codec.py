@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storage_node.store import Message
-from storage_node.wire.batch_codec import (
+from storage_node.wire.read_answer import (
     READ_HEADER,
     READ_MAGIC,
     MalformedAnswer,
