@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: run test test-unit test-fast lint typecheck bench system controlplane clean images kind-up kind-down kind-binaries kind-node-image
+.PHONY: run test kafka-jars test-unit test-fast lint typecheck bench system controlplane clean images kind-up kind-down kind-binaries kind-node-image
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,12 +19,17 @@ system:
 
 venv: $(STAMP)
 
+## make kafka-jars: Apache Kafka's broker and tools from Maven Central (bench/java/pom.xml), for
+## the Java client tests and bench/kafka.py; cached in ~/.m2
+kafka-jars: system
+	bash scripts/kafka-jars.sh >/dev/null
+
 ## make run: a local 3-node cluster, sample data through Spark, compaction, example queries
 run: system $(STAMP)
 	$(PY) -m storage_node.demo
 
 ## make test: lint (ruff check and format, mypy), then every test from unit to Kubernetes end to end
-test: system $(STAMP)
+test: system $(STAMP) kafka-jars
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
@@ -47,10 +52,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(PY) -m mypy
 
-bench: system $(STAMP)
+bench: system $(STAMP) kafka-jars
 	$(PY) bench/engine.py
 	$(PY) bench/node.py
 	$(PY) bench/spark.py
+	$(PY) bench/kafka.py
 
 controlplane:
 	bash tests/integration/controlplane/build.sh

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the system packages msgstore needs on a fresh Debian machine: Java 17 for Spark, with
-# its compiler (javac) for the Spark JVM reader's jar (spark/msgstore_spark/jvm_reader.py).
+# Installs the system packages msgstore needs on a fresh Debian machine: Java 17 for Spark and
+# Apache Kafka's tools (fetched by Maven), with its compiler (javac) for the Spark JVM reader's
+# jar (spark/msgstore_spark/jvm_reader.py).
 # The Kubernetes test control plane (etcd included) is built from Go sources by
 # tests/integration/controlplane/build.sh, which needs a Go toolchain (checked here so a missing one is
 # reported up front). Idempotent; does nothing when everything is present.
@@ -9,6 +10,9 @@ need=()
 if ! java -version 2>&1 | grep -q 'version "17' || ! javac -version 2>&1 | grep -q '^javac 17'; then
   need+=(openjdk-17-jdk-headless)
 fi
+# maven: fetches Apache Kafka's jars (scripts/kafka-jars.sh) for the Java client tests and
+# bench/kafka.py.
+if ! command -v mvn >/dev/null 2>&1; then need+=(maven); fi
 if ! command -v python3.11 >/dev/null 2>&1; then need+=(python3.11 python3.11-venv); fi
 # ip and iptables: the replication tests put each node in its own network namespace.
 if ! command -v ip >/dev/null 2>&1; then need+=(iproute2); fi

@@ -1,7 +1,7 @@
 """Produce (key 0) and InitProducerId (key 22).
 
 Each partition's batch is checked whole (records.decode_batch), then appended through the
-partition service, as the HTTP produce route is: the partition must be led here
+partition service (the distinct partitions of one request at once), as the HTTP produce route is: the partition must be led here
 (NOT_LEADER_OR_FOLLOWER otherwise), the store group-commits it (in ``sync`` flush mode the
 answer waits for the fsync), and acks=all (-1) also waits until the log's ``minInSync``
 replicas hold it, as a ``sync`` HTTP append does. acks=1 answers once this node stored it;
@@ -17,6 +17,7 @@ log). Sequences are not required to be gap-free (no OUT_OF_ORDER_SEQUENCE_NUMBER
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import hashlib
 import logging
@@ -98,35 +99,44 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
         bad, reason = ErrorCode.invalid_required_acks, f"acks must be -1, 0 or 1, not {acks}"
     else:
         bad = reason = None
+
+    async def answer(topic: str, pdata: Any) -> Any:
+        code, base, message = ErrorCode.none, -1, None
+        if bad is not None:
+            code, message = bad, reason
+        else:
+            try:
+                base = await produce_partition(ctx, topic, int(pdata.index), pdata.records, acks)
+            except MsgStoreError as exc:
+                code, message = _code(exc), error_message(exc)
+                log.info("kafka produce to %s/%s: %s", topic, pdata.index, message)
+        return ctx.make(
+            "PartitionProduceResponse",
+            index=pdata.index,
+            error_code=code,
+            base_offset=base,
+            log_append_time=None,
+            log_start_offset=-1,
+            record_errors=(),
+            error_message=message,
+        )
+
+    jobs = [(t.name, p) for t in request.topic_data for p in t.partition_data]
+    named = [(name, int(p.index)) for name, p in jobs]
+    if len(set(named)) == len(named):
+        # distinct partitions are appended at once, so the store group-commits them together
+        # instead of one after the other (each partition's order is its own batch's)
+        answers = list(await asyncio.gather(*(answer(name, p) for name, p in jobs)))
+    else:  # a partition named twice: its batches in the request's order
+        answers = [await answer(name, p) for name, p in jobs]
     topics = []
+    at = 0
     for topic_data in request.topic_data:
-        parts = []
-        for pdata in topic_data.partition_data:
-            code, base, message = ErrorCode.none, -1, None
-            if bad is not None:
-                code, message = bad, reason
-            else:
-                try:
-                    base = await produce_partition(
-                        ctx, topic_data.name, int(pdata.index), pdata.records, acks
-                    )
-                except MsgStoreError as exc:
-                    code, message = _code(exc), error_message(exc)
-                    log.info("kafka produce to %s/%s: %s", topic_data.name, pdata.index, message)
-            parts.append(
-                ctx.make(
-                    "PartitionProduceResponse",
-                    index=pdata.index,
-                    error_code=code,
-                    base_offset=base,
-                    log_append_time=None,
-                    log_start_offset=-1,
-                    record_errors=(),
-                    error_message=message,
-                )
-            )
+        count = len(topic_data.partition_data)
+        parts = tuple(answers[at : at + count])
+        at += count
         topics.append(
-            ctx.make("TopicProduceResponse", name=topic_data.name, partition_responses=tuple(parts))
+            ctx.make("TopicProduceResponse", name=topic_data.name, partition_responses=parts)
         )
     if acks == 0:
         return None

@@ -20,7 +20,7 @@ from kio.schema.errors import ErrorCode
 
 from storage_node.errors import InvalidArgument, MsgStoreError, UnknownTopic
 from storage_node.kafka.errors import error_code, error_message
-from storage_node.kafka.registry import Api, ApiTable, RequestContext
+from storage_node.kafka.registry import Api, ApiTable, RequestContext, make
 from storage_node.kafka.sasl import READ_ONLY
 from storage_node.server.routes_topics import (
     add_partitions_in_cluster,
@@ -95,6 +95,7 @@ async def handle_create(ctx: RequestContext, request: Any) -> Any:
             continue  # one answer per name, as Kafka gives
         answered.add(topic.name)
         code, message, partitions = ErrorCode.none, None, -1
+        cfg = None
         try:
             if not ctx.may_write:
                 raise Refused(ErrorCode.topic_authorization_failed, READ_ONLY)
@@ -123,10 +124,38 @@ async def handle_create(ctx: RequestContext, request: Any) -> Any:
                 error_message=message,
                 num_partitions=partitions if code == ErrorCode.none else -1,
                 replication_factor=_factor(ctx) if code == ErrorCode.none else -1,
-                configs=None,
+                configs=_created_configs(ctx, cfg, topic) if code == ErrorCode.none else None,
             )
         )
     return ctx.make("CreateTopicsResponse", throttle_time=NO_THROTTLE, topics=tuple(results))
+
+
+DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5  # Kafka's config sources
+
+
+def _created_configs(ctx: RequestContext, cfg: TopicConfig | None, topic: Any) -> Any:
+    """The created topic's configs (v5+), as Apache Kafka answers them: its Java admin client
+    (kafka-topics) reads this list on success and fails on a null one."""
+    cls = getattr(ctx.response_module, "CreatableTopicConfigs", None)
+    if cls is None or cfg is None:
+        return None
+    given = {c.name for c in topic.configs}
+    values = {
+        "cleanup.policy": "delete",
+        "message.timestamp.type": "CreateTime",
+        "retention.ms": str(int(cfg.retention_hours * 3_600_000)),
+    }
+    return tuple(
+        make(
+            cls,
+            name=name,
+            value=value,
+            read_only=name != "retention.ms",
+            config_source=DYNAMIC_TOPIC_CONFIG if name in given else DEFAULT_CONFIG,
+            is_sensitive=False,
+        )
+        for name, value in values.items()
+    )
 
 
 def _factor(ctx: RequestContext) -> int:

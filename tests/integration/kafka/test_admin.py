@@ -3,10 +3,17 @@ and exact requests): the same topics the HTTP API sees."""
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
 import requests
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+from kio.schema.create_topics.v5.request import (
+    CreatableTopic,
+    CreatableTopicConfig,
+    CreateTopicsRequest,
+)
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.offset_for_leader_epoch.v4.request import (
@@ -108,3 +115,43 @@ def test_offset_for_leader_epoch(kafka_node: KafkaNode, request, current, asked,
     wire.close()
     (part,) = answer.topics[0].partitions
     assert (part.error_code, part.leader_epoch, part.end_offset) == expected
+
+
+def test_create_topics_v5_answers_the_topic_configs(kafka_node: KafkaNode, request):
+    """A created topic's answer (v5+) lists its configs, never null: Apache Kafka's Java admin
+    client (kafka-topics, TopicCommand) reads the list on success and failed on null."""
+    base = topic_name(request)
+    wire = Wire(kafka_node.kafka_port)
+    try:
+        answer = wire.call(
+            CreateTopicsRequest(
+                topics=(
+                    CreatableTopic(
+                        name=base + "-a",
+                        num_partitions=2,
+                        replication_factor=-1,
+                        assignments=(),
+                        configs=(),
+                    ),
+                    CreatableTopic(
+                        name=base + "-b",
+                        num_partitions=1,
+                        replication_factor=-1,
+                        assignments=(),
+                        configs=(CreatableTopicConfig(name="retention.ms", value="7200000"),),
+                    ),
+                ),
+                timeout=datetime.timedelta(seconds=30),
+                validate_only=False,
+            )
+        )
+    finally:
+        wire.close()
+    a, b = answer.topics[0], answer.topics[1]
+    assert (a.error_code, b.error_code) == (ErrorCode.none, ErrorCode.none)
+    assert a.num_partitions == 2
+    configs_a = {c.name: (c.value, c.config_source) for c in a.configs}
+    configs_b = {c.name: (c.value, c.config_source) for c in b.configs}
+    assert configs_a["retention.ms"] == (str(168 * 3_600_000), 5)  # the default
+    assert configs_b["retention.ms"] == ("7200000", 1)  # set for the topic
+    assert configs_a["cleanup.policy"] == ("delete", 5)

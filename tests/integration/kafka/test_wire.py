@@ -231,3 +231,57 @@ def test_a_retried_batch_is_stored_once_across_a_restart(tmp_path):
         assert node.offsets("kept") == [[0, 2]]
     finally:
         node.stop()
+
+
+def test_a_request_of_many_partitions_is_answered_partition_by_partition(
+    kafka_node: KafkaNode, request
+):
+    """The distinct partitions of one Produce are appended together: each answer sits in its
+    partition's slot with that partition's base offset (an error in the middle stays its
+    own); a partition named twice gets its batches in the request's order."""
+    topic, other = topic_name(request) + "-a", topic_name(request) + "-b"
+    kafka_node.create_topic(topic, partitions=3)
+    kafka_node.create_topic(other)
+
+    def data(part: int, n: int) -> PartitionProduceData:
+        rows = [(f"k{part}-{i}".encode(), b"v" * (i + 1)) for i in range(n)]
+        return PartitionProduceData(index=part, records=bytes(record_batch(rows)))
+
+    wire = Wire(kafka_node.kafka_port)
+    try:
+        first = wire.call(
+            ProduceRequest(
+                acks=1,
+                timeout=TIMEOUT,
+                topic_data=(
+                    TopicProduceData(
+                        name=topic, partition_data=(data(0, 2), data(9, 1), data(1, 3), data(2, 4))
+                    ),
+                    TopicProduceData(name=other, partition_data=(data(0, 5),)),
+                ),
+            )
+        )
+        got = [
+            (t.name, p.index, p.error_code, p.base_offset)
+            for t in first.responses
+            for p in t.partition_responses
+        ]
+        assert got == [
+            (topic, 0, ErrorCode.none, 0),
+            (topic, 9, ErrorCode.unknown_topic_or_partition, -1),
+            (topic, 1, ErrorCode.none, 0),
+            (topic, 2, ErrorCode.none, 0),
+            (other, 0, ErrorCode.none, 0),
+        ]
+        twice = wire.call(
+            ProduceRequest(
+                acks=1,
+                timeout=TIMEOUT,
+                topic_data=(TopicProduceData(name=topic, partition_data=(data(1, 2), data(1, 6))),),
+            )
+        )
+        assert [p.base_offset for p in twice.responses[0].partition_responses] == [3, 5]
+    finally:
+        wire.close()
+    assert kafka_node.offsets(topic) == [[0, 2], [0, 11], [0, 4]]
+    assert kafka_node.offsets(other) == [[0, 5]]

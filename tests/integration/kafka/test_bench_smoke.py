@@ -1,0 +1,51 @@
+"""bench/kafka.py runs end to end on a tiny load: it starts a real Apache Kafka broker and a
+msgstore node, runs Kafka's producer and consumer perf tools against both and prints its JSON
+rows. Only that it runs and what it prints is checked, never how fast."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from tests.integration.kafka.java import ROOT, kafka_classpath
+
+
+def test_bench_prints_its_rows():
+    kafka_classpath()  # the jars, fetched once, before the timed-out run below
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "kafka.py"),
+            "--quick",
+            "--messages",
+            "3000",
+            "--partitions",
+            "2",
+            "--partitions-curve",
+            "3,1025",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    rows = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    by_bench = {}
+    for row in rows:
+        by_bench.setdefault(row["bench"], []).append(row)
+    (produce,) = by_bench["kafka_produce"]
+    (consume,) = by_bench["kafka_consume"]
+    for row, ratio in ((produce, "ratio_produce_vs_kafka"), (consume, "ratio_consume_vs_kafka")):
+        assert row["messages"] == 3000 and row["partitions"] == 2
+        assert row["kafka_msgs_per_s"] > 0 and row["msgstore_msgs_per_s"] > 0
+        assert row[ratio] > 0
+        assert row["kafka_cpu_s_per_million"] >= 0 and row["msgstore_cpu_s_per_million"] >= 0
+    curve = {row["partitions"]: row for row in by_bench["kafka_produce_curve"]}
+    assert curve[3]["ratio_produce_vs_kafka"] > 0
+    # over msgstore's partitions per topic: Kafka's figure, msgstore's refusal stated
+    assert curve[1025]["kafka_msgs_per_s"] > 0
+    assert curve[1025]["msgstore_msgs_per_s"] is None
+    assert "1024" in curve[1025]["msgstore_refused"]
