@@ -108,6 +108,13 @@ class NotLeader(NotOwner):
         self.epoch = epoch
 
 
+class Forbidden(MsgStoreError):
+    """The caller is known but no ACL rule allows it this operation on this resource."""
+
+    code = "forbidden"
+    status = 403
+
+
 class Unavailable(MsgStoreError):
     """The store is recovering, closing or otherwise cannot serve right now."""
 

@@ -40,6 +40,7 @@ LAYERS: dict[str, int] = {
     "storage_node.tls": 0,
     "storage_node.backend": 1,
     "storage_node.formats": 1,
+    "storage_node.access": 1,  # users and ACL rules: a pure model every front end checks
     "storage_node.store": 2,
     "storage_node.wire": 3,
     "storage_node.replication": 3,  # uses store and wire
@@ -58,6 +59,7 @@ LAYERS: dict[str, int] = {
 }
 PEERS = {"storage_node.server", "storage_node.client"}  # same layer, independent
 OPERATOR_MAY_USE = (
+    "storage_node.access",  # it writes the access document from MessageStoreUser resources
     "storage_node.errors",
     "storage_node.tls",
     "storage_node.formats",
