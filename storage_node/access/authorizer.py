@@ -1,0 +1,126 @@
+"""Who is asking and may they: the one check every front end (HTTP routes, the Kafka
+listener, the console through the HTTP API) calls before it touches a topic or group.
+
+Principals:
+- ``SUPER``: the node's token (``MSGSTORE_TOKEN``), the operator's and the peers' identity;
+  everything is allowed.
+- ``READER``: the node's read token (``MSGSTORE_READ_TOKEN``), the two-token compatibility
+  mode: read and describe every topic and group, nothing else.
+- ``USER``: a user of the access document; only what its ACL rules allow.
+- ``ANONYMOUS``: a node configured with no token at all (development); everything allowed,
+  as before users existed.
+"""
+
+from __future__ import annotations
+
+import enum
+import hmac
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from storage_node.access.access_file import AccessFile
+from storage_node.access.document import AccessDocument, Operation, ResourceType
+from storage_node.errors import Forbidden
+
+log = logging.getLogger("msgstore.access")
+
+
+class PrincipalKind(enum.Enum):
+    SUPER = "super"
+    READER = "reader"
+    USER = "user"
+    ANONYMOUS = "anonymous"
+
+
+@dataclass(frozen=True)
+class Principal:
+    name: str
+    kind: PrincipalKind
+
+    @property
+    def is_super(self) -> bool:
+        return self.kind in (PrincipalKind.SUPER, PrincipalKind.ANONYMOUS)
+
+
+SUPER_USER = Principal("super-user", PrincipalKind.SUPER)
+READER = Principal("reader", PrincipalKind.READER)
+ANONYMOUS = Principal("anonymous", PrincipalKind.ANONYMOUS)
+READER_OPERATIONS = frozenset({Operation.READ, Operation.DESCRIBE})
+
+
+class Authorizer:
+    """Authenticates credentials and answers ACL questions against the current document.
+
+    ``access`` is None in the two-token mode (no access file configured): then only the
+    node's two tokens exist."""
+
+    def __init__(self, token: str, read_token: str, access: AccessFile | None = None) -> None:
+        self.token = token
+        self.read_token = read_token
+        self.access = access
+
+    @property
+    def required(self) -> bool:
+        """Whether a credential is required at all (a node with no token requires none)."""
+        return bool(self.token)
+
+    def document(self) -> AccessDocument:
+        return self.access.current() if self.access is not None else AccessDocument()
+
+    def authenticate(self, token: str) -> Principal | None:
+        """The principal a bearer token (or SASL password) proves, or None."""
+        if not self.required:
+            return ANONYMOUS
+        if hmac.compare_digest(token.encode(), self.token.encode()):
+            return SUPER_USER
+        if self.read_token and hmac.compare_digest(token.encode(), self.read_token.encode()):
+            return READER
+        user = self.document().user_by_token(token)
+        return Principal(user.name, PrincipalKind.USER) if user is not None else None
+
+    def authenticate_subject(self, subject: str) -> Principal | None:
+        """The user a verified client certificate's subject (RFC 4514) names, or None."""
+        user = self.document().user_by_subject(subject)
+        return Principal(user.name, PrincipalKind.USER) if user is not None else None
+
+    def allows(
+        self, who: Principal, operation: Operation, resource: ResourceType, name: str
+    ) -> bool:
+        if who.is_super:
+            return True
+        if who.kind is PrincipalKind.READER:
+            return operation in READER_OPERATIONS
+        return self.document().allows(who.name, operation, resource, name)
+
+    def check(
+        self,
+        who: Principal,
+        operation: Operation,
+        resource: ResourceType,
+        name: str,
+        source: str = "",
+    ) -> None:
+        """Raise ``Forbidden`` (and log the denial) unless ``who`` may do this."""
+        if self.allows(who, operation, resource, name):
+            return
+        log.warning(
+            "access denied",
+            extra={
+                "principal": who.name,
+                "operation": operation.value,
+                "resource": f"{resource.value}:{name}",
+                "source": source,
+            },
+        )
+        raise Forbidden(
+            f"{who.name} may not {operation.value} {resource.value} {name}",
+            operation=operation.value,
+            resource=resource.value,
+            name=name,
+        )
+
+    def readable(self, who: Principal, topics: Iterable[str]) -> set[str]:
+        """The topics of ``topics`` ``who`` may read: cluster-wide lookups keep only their
+        messages, so a lookup never reveals a message of another topic, nor that it exists."""
+        return {t for t in topics if self.allows(who, Operation.READ, ResourceType.TOPIC, t)}
