@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 
 import aiohttp
 
+from storage_node.access.access_file import AccessFile
+from storage_node.access.authorizer import Authorizer
 from storage_node.errors import Unavailable
 from storage_node.formats.partitioning import RoundRobin
 from storage_node.partitions import PartitionService, SingleLog
@@ -51,6 +53,12 @@ class NodeRuntime:
         self.round_robin = RoundRobin()  # partitions of messages without key
         self.peer_session: aiohttp.ClientSession | None = None
         self.replicas: LogHost | None = None  # replicated logs (routing table with "logs")
+        # who a credential is and what it may do: the one check of every front end
+        self.authorizer = Authorizer(
+            settings.token,
+            settings.read_token,
+            AccessFile(settings.access_file) if settings.access_file else None,
+        )
 
     @property
     def store(self) -> Store | None:

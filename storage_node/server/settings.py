@@ -45,6 +45,9 @@ class NodeSettings:
     advertise_address: str = ""
     token: str = ""
     read_token: str = ""
+    # users and ACL rules (storage_node/access): the file is re-read when it changes; empty:
+    # the two-token mode (only token and read_token exist)
+    access_file: str = ""
     routing_file: str = ""
     routing_poll_s: float = 1.0
     max_body_bytes: int = 64 * 1024 * 1024
