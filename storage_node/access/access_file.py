@@ -99,21 +99,27 @@ class AccessFile:
         found: Counter[str] = Counter()
         for name in new_users.keys() - old_users.keys():
             found["user_added"] += 1
-            log.info("access: user %s added", name, extra={"principal": name})
+            log.info("access: user %s added", name, extra={"resource": f"user:{name}"})
         for name in old_users.keys() - new_users.keys():
             found["user_removed"] += 1
-            log.info("access: user %s removed", name, extra={"principal": name})
+            log.info("access: user %s removed", name, extra={"resource": f"user:{name}"})
         for name in new_users.keys() & old_users.keys():
             if new_users[name] != old_users[name]:
                 found["user_changed"] += 1
-                log.info("access: user %s has a new credential", name, extra={"principal": name})
+                log.info(
+                    "access: user %s has a new credential", name, extra={"resource": f"user:{name}"}
+                )
         old_rules, new_rules = set(old.acls), set(new.acls)
         for rule in sorted(new_rules - old_rules, key=rule_text):
             found["acl_added"] += 1
-            log.info("access: rule added: %s", rule_text(rule), extra={"principal": rule.user})
+            log.info(
+                "access: rule added: %s", rule_text(rule), extra={"resource": f"user:{rule.user}"}
+            )
         for rule in sorted(old_rules - new_rules, key=rule_text):
             found["acl_removed"] += 1
-            log.info("access: rule removed: %s", rule_text(rule), extra={"principal": rule.user})
+            log.info(
+                "access: rule removed: %s", rule_text(rule), extra={"resource": f"user:{rule.user}"}
+            )
         self.changes.update(found)
         log.info("access document generation %d in force", new.generation)
 
