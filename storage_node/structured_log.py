@@ -3,7 +3,7 @@
 Each line carries ``ts``, ``level``, ``component`` (named from the logger: store,
 replication, routing, http, tls, node, controller, metrics), ``node``, ``msg``, and the
 ``log``, ``epoch``, ``topic``, ``partition`` and ``group`` a call passes in ``extra`` where
-they apply; an exception goes in ``error``. ``MSGSTORE_LOG_FORMAT=text`` prints
+they apply (the access audit adds ``principal``, ``operation``, ``resource``, ``source``); an exception goes in ``error``. ``MSGSTORE_LOG_FORMAT=text`` prints
 ``time node level component: message [log=... epoch=...]`` for people instead. The secrets handed to
 ``configure`` (the tokens) are replaced by ``[redacted]`` wherever they would appear; request
 bodies and headers are never logged, so no payload reaches a line.
@@ -18,7 +18,17 @@ import sys
 from collections.abc import Iterable
 
 FORMATS = ("json", "text")
-FIELDS = ("log", "epoch", "topic", "partition", "group")
+FIELDS = (
+    "log",
+    "epoch",
+    "topic",
+    "partition",
+    "group",
+    "principal",
+    "operation",
+    "resource",
+    "source",
+)
 REDACTED = "[redacted]"
 # logger name prefix -> component (the longest matching prefix wins)
 COMPONENTS = {
@@ -31,6 +41,7 @@ COMPONENTS = {
     "storage_node.tls": "tls",
     "msgstore.node": "node",
     "msgstore.controller": "controller",
+    "msgstore.access": "access",
     "aiohttp": "http",
 }
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import enum
 import hmac
 import logging
+import threading
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -47,6 +49,7 @@ SUPER_USER = Principal("super-user", PrincipalKind.SUPER)
 READER = Principal("reader", PrincipalKind.READER)
 ANONYMOUS = Principal("anonymous", PrincipalKind.ANONYMOUS)
 READER_OPERATIONS = frozenset({Operation.READ, Operation.DESCRIBE})
+CLUSTER = "cluster"  # the resource of super-user routes (admin, replication, users), in logs
 
 
 class Authorizer:
@@ -59,6 +62,10 @@ class Authorizer:
         self.token = token
         self.read_token = read_token
         self.access = access
+        # denials since start by (operation, resource type): bounded (Operation x topic,
+        # group, cluster), exported as msgstore_access_denied_total
+        self.denied: Counter[tuple[str, str]] = Counter()
+        self._denied_lock = threading.Lock()
 
     @property
     def required(self) -> bool:
@@ -104,19 +111,45 @@ class Authorizer:
         """Raise ``Forbidden`` (and log the denial) unless ``who`` may do this."""
         if self.allows(who, operation, resource, name):
             return
+        raise self.denial(who, operation, resource.value, name, source)
+
+    def allows_cluster(self, who: Principal, operation: Operation) -> bool:
+        """Cluster-wide actions (admin, replication, users and ACLs): the super-user's; the
+        read token of the two-token mode may still read and describe (its GET routes)."""
+        if who.is_super:
+            return True
+        return who.kind is PrincipalKind.READER and operation in READER_OPERATIONS
+
+    def check_cluster(
+        self, who: Principal, operation: Operation, what: str, source: str = ""
+    ) -> None:
+        """Raise ``Forbidden`` (and log the denial) unless ``who`` may do ``what``."""
+        if not self.allows_cluster(who, operation):
+            raise self.denial(who, operation, CLUSTER, what, source)
+
+    def denial(
+        self, who: Principal, operation: Operation, resource: str, name: str, source: str
+    ) -> Forbidden:
+        """Log and count one refused request; the error to raise for it."""
+        with self._denied_lock:
+            self.denied[(operation.value, resource)] += 1
         log.warning(
-            "access denied",
+            "access denied: %s may not %s %s %s",
+            who.name,
+            operation.value,
+            resource,
+            name,
             extra={
                 "principal": who.name,
                 "operation": operation.value,
-                "resource": f"{resource.value}:{name}",
+                "resource": f"{resource}:{name}",
                 "source": source,
             },
         )
-        raise Forbidden(
-            f"{who.name} may not {operation.value} {resource.value} {name}",
+        return Forbidden(
+            f"{who.name} may not {operation.value} {resource} {name}",
             operation=operation.value,
-            resource=resource.value,
+            resource=resource,
             name=name,
         )
 
@@ -124,3 +157,7 @@ class Authorizer:
         """The topics of ``topics`` ``who`` may read: cluster-wide lookups keep only their
         messages, so a lookup never reveals a message of another topic, nor that it exists."""
         return {t for t in topics if self.allows(who, Operation.READ, ResourceType.TOPIC, t)}
+
+    def describable(self, who: Principal, resource: ResourceType, names: Iterable[str]) -> set[str]:
+        """The names of ``names`` ``who`` may describe (listings show only these)."""
+        return {n for n in names if self.allows(who, Operation.DESCRIBE, resource, n)}
