@@ -13,14 +13,21 @@ Principals:
 
 from __future__ import annotations
 
+import collections
 import enum
 import hmac
 import logging
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from storage_node.access.access_file import AccessFile
-from storage_node.access.document import AccessDocument, Operation, ResourceType
+from storage_node.access.document import (
+    AccessDocument,
+    Operation,
+    ResourceType,
+    token_digest,
+)
 from storage_node.errors import Forbidden
 
 log = logging.getLogger("msgstore.access")
@@ -59,6 +66,8 @@ class Authorizer:
         self.token = token
         self.read_token = read_token
         self.access = access
+        self._denials: collections.Counter[tuple[str, str]] = collections.Counter()
+        self._denials_lock = threading.Lock()
 
     @property
     def required(self) -> bool:
@@ -93,6 +102,60 @@ class Authorizer:
             return operation in READER_OPERATIONS
         return self.document().allows(who.name, operation, resource, name)
 
+    def allows_any(self, who: Principal, operation: Operation, resource: ResourceType) -> bool:
+        """Whether ``who`` may do ``operation`` on at least one resource of this type (some
+        rule names it): Kafka's check by resource type, e.g. an idempotent producer needs
+        WRITE on any topic."""
+        if who.is_super:
+            return True
+        if who.kind is PrincipalKind.READER:
+            return operation in READER_OPERATIONS
+        return any(
+            rule.resource is resource
+            and (rule.operation is operation or operation is Operation.DESCRIBE)
+            for rule in self.document().rules_of(who.name)
+        )
+
+    def still_holds(self, who: Principal, token: str) -> bool:
+        """Whether ``token`` still proves ``who`` (the user was not removed, its token not
+        changed since it authenticated): a protocol that authenticates once per connection
+        asks it again on every request."""
+        if who.kind is not PrincipalKind.USER:
+            return True  # the node's tokens are settings: they change only with a restart
+        user = self.document().user(who.name)
+        return (
+            user is not None
+            and user.token_sha256 is not None
+            and hmac.compare_digest(user.token_sha256, token_digest(token))
+        )
+
+    def denied(
+        self, who: Principal, operation: str, resource: str, name: str, source: str = ""
+    ) -> None:
+        """Log and count one refusal (``msgstore_access_denied_total{operation,resource}``):
+        ``check`` calls it, and so does a front end that answers a refusal in its own
+        protocol's terms (Kafka's authorization error codes) instead of raising."""
+        with self._denials_lock:
+            self._denials[operation, resource] += 1
+        log.warning(
+            "access denied: %s may not %s %s %s",
+            who.name,
+            operation,
+            resource,
+            name,
+            extra={
+                "principal": who.name,
+                "operation": operation,
+                "resource": f"{resource}:{name}",
+                "source": source,
+            },
+        )
+
+    def denial_counts(self) -> dict[tuple[str, str], int]:
+        """Refusals so far by (operation, resource type), for the metrics page."""
+        with self._denials_lock:
+            return dict(self._denials)
+
     def check(
         self,
         who: Principal,
@@ -104,15 +167,7 @@ class Authorizer:
         """Raise ``Forbidden`` (and log the denial) unless ``who`` may do this."""
         if self.allows(who, operation, resource, name):
             return
-        log.warning(
-            "access denied",
-            extra={
-                "principal": who.name,
-                "operation": operation.value,
-                "resource": f"{resource.value}:{name}",
-                "source": source,
-            },
-        )
+        self.denied(who, operation.value, resource.value, name, source)
         raise Forbidden(
             f"{who.name} may not {operation.value} {resource.value} {name}",
             operation=operation.value,

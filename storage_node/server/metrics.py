@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, disable_cre
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from storage_node.access.document import Operation, ResourceType
 from storage_node.server.metrics_groups import GroupCollector
 from storage_node.server.metrics_node import NodeCollector
 from storage_node.server.metrics_replication import ReplicationCollector
@@ -89,6 +90,29 @@ class StoreCollector(Collector):
             fam_b.add_metric([kind, state], size)
         yield fam_n
         yield fam_b
+
+
+class AccessCollector(Collector):
+    """``msgstore_access_denied_total{operation,resource}``: requests an ACL refused, over
+    every front end (the authorizer counts each denial it logs, HTTP's and Kafka's). Every
+    operation on topics and groups has its series from the start, so ``rate()`` sees the
+    first denial; ``resource`` is the resource type (topic, group, cluster), never a name."""
+
+    def __init__(self, runtime: NodeRuntime) -> None:
+        self.runtime = runtime
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(
+            "msgstore_access_denied_total",
+            "requests refused by the ACL rules, by operation and resource type",
+            labels=["operation", "resource"],
+        )
+        counts = {
+            (op.value, res.value): 0 for op in Operation for res in ResourceType
+        } | self.runtime.authorizer.denial_counts()
+        for (operation, resource), n in sorted(counts.items()):
+            family.add_metric([operation, resource], float(n))
+        yield family
 
 
 def _metric_name(key: str) -> str:
@@ -171,6 +195,7 @@ class NodeMetrics:
         self.registry.register(NodeCollector(runtime))
         self.registry.register(GroupCollector(runtime))
         self.registry.register(ReplicationCollector(runtime))
+        self.registry.register(AccessCollector(runtime))
 
     def observe(self, operation: str, protocol: str, seconds: float) -> None:
         """One produce or fetch request of a protocol (``http``, ``kafka``) took ``seconds``:
