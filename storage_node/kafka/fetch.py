@@ -96,6 +96,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for p in t.partitions:
             w = Wanted(t.topic, int(p.partition), int(p.fetch_offset), int(p.partition_max_bytes))
             wanted.append(w)
+            if not ctx.guard.topic(w.topic):  # READ on the topic (kafka.acl)
+                w.error = ErrorCode.topic_authorization_failed
+                continue
             try:
                 cfg = await service.topic_config(w.topic)
                 if not 0 <= w.partition < cfg.partitions:
