@@ -144,7 +144,9 @@ def _answer(ctx: RequestContext, wanted: list[Wanted], top: ErrorCode) -> Any:
                 log_start_offset=w.first,
                 aborted_transactions=None,
                 preferred_read_replica=-1,
-                records=w.records if w.error == ErrorCode.none else None,
+                # empty, never null, for an error (as Kafka sends it): librdkafka rejects a
+                # whole answer with a null partition (MessageSetSize -1) and fetches again
+                records=w.records if w.error == ErrorCode.none else b"",
             )
         )
     return ctx.make(

@@ -131,7 +131,7 @@ def fetch(w: Wire, env: Env) -> Any:
         )  # fmt: skip
     )
     (got,) = answer.responses[0].partitions
-    assert (got.records is not None) is (got.error_code == E.none)  # no record when refused
+    assert bool(got.records) is (got.error_code == E.none)  # no record when refused
     return got.error_code
 
 
