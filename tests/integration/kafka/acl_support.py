@@ -80,7 +80,8 @@ def start_node(data_dir: Path, users: dict[str, str], rules: tuple[AclRule, ...]
             "MSGSTORE_ACCESS_FILE": str(access),
         },
     )
-    node.start()
+    node.start(wait=False)
+    node.wait_ready(timeout=180)  # a loaded machine may take a while to start a node
     return node
 
 

@@ -6,6 +6,7 @@ connections and closes its open ones at their next request."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -233,3 +234,53 @@ def test_revoking_a_user_refuses_new_connections_and_closes_open_ones(
     assert "user temp-app was removed or its token changed" in log
     # the others are untouched
     assert not login_fails(node, "orders-app")
+
+
+def refusals(node: KafkaNode, principal: str, resource: str) -> int:
+    """How many denials of ``principal`` on ``resource`` the node logged."""
+    lines = [json.loads(x) for x in node.log.read_text().splitlines() if x.startswith("{")]
+    return sum(1 for x in lines if (x.get("principal"), x.get("resource")) == (principal, resource))
+
+
+def java_config(path: Path, user: str) -> Path:
+    """The Java client's SASL/PLAIN settings of docs/KAFKA.md, for ``user``."""
+    path.write_text(
+        "security.protocol=SASL_PLAINTEXT\n"
+        "sasl.mechanism=PLAIN\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="{user}" password="{USERS[user]}";\n'
+    )
+    return path
+
+
+def test_the_java_client_with_a_users_sasl_settings(node: KafkaNode, tmp_path: Path):
+    """Apache Kafka's console producer and consumer (4.1.1) with the documented Java
+    settings: the writer produces to its topic and is refused elsewhere; the reader user
+    consumes them in a group."""
+    from tests.integration.kafka.java import java_argv, run_java
+
+    writer = java_config(tmp_path / "writer.properties", "orders-app")
+    reader = java_config(tmp_path / "reader.properties", "orders-reader")
+    before = held(node, "orders-us")
+    lines = "".join(f"java-{i}\n" for i in range(10))
+
+    def console_producer(topic: str, text: str) -> subprocess.CompletedProcess[str]:
+        argv = java_argv(tmp_path, "org.apache.kafka.tools.ConsoleProducer", "--bootstrap-server",
+                         node.bootstrap, "--topic", topic, "--producer.config", str(writer))  # fmt: skip
+        return subprocess.run(argv, input=text, capture_output=True, text=True, timeout=300)
+
+    done = console_producer("orders-us", lines)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert held(node, "orders-us") == before + 10
+    denials = refusals(node, "orders-app", "topic:payments")
+    console_producer("payments", "no\n")  # its error goes to the tool's (silent) logger
+    assert refusals(node, "orders-app", "topic:payments") > denials
+    assert held(node, "payments") == 0
+    out = run_java(tmp_path, "org.apache.kafka.tools.consumer.ConsoleConsumer",
+                   "--bootstrap-server", node.bootstrap, "--topic", "orders-us",
+                   "--from-beginning", "--max-messages", str(before + 10),
+                   "--timeout-ms", "120000", "--group", "orders-java",
+                   "--consumer.config", str(reader))  # fmt: skip
+    got = out.split()
+    assert sorted(v for v in got if v.startswith("java-")) == sorted(lines.split())
+    assert sum(int(o) for o in committed(node, "orders-java")["orders-us"].values()) >= 10
