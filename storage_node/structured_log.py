@@ -2,8 +2,9 @@
 
 Each line carries ``ts``, ``level``, ``component`` (named from the logger: store,
 replication, routing, http, tls, node, controller, metrics), ``node``, ``msg``, and the
-``log``, ``epoch``, ``topic``, ``partition`` and ``group`` a call passes in ``extra`` where
-they apply (the access audit adds ``principal``, ``operation``, ``resource``, ``source``); an exception goes in ``error``. ``MSGSTORE_LOG_FORMAT=text`` prints
+``log``, ``epoch``, ``topic``, ``partition``, ``group`` (and for an access denial
+``principal``, ``operation``, ``resource``, ``source``) a call passes in ``extra`` where
+they apply; an exception goes in ``error``. ``MSGSTORE_LOG_FORMAT=text`` prints
 ``time node level component: message [log=... epoch=...]`` for people instead. The secrets handed to
 ``configure`` (the tokens) are replaced by ``[redacted]`` wherever they would appear; request
 bodies and headers are never logged, so no payload reaches a line.
@@ -18,6 +19,7 @@ import sys
 from collections.abc import Iterable
 
 FORMATS = ("json", "text")
+# an access denial (storage_node/access) adds who, what, on which resource, from where
 FIELDS = (
     "log",
     "epoch",

@@ -22,7 +22,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from storage_node.access.access_file import AccessFile
-from storage_node.access.document import AccessDocument, Operation, ResourceType
+from storage_node.access.document import (
+    AccessDocument,
+    Operation,
+    ResourceType,
+    token_digest,
+)
 from storage_node.errors import Forbidden
 
 log = logging.getLogger("msgstore.access")
@@ -64,8 +69,8 @@ class Authorizer:
         self.access = access
         # denials since start by (operation, resource type): bounded (Operation x topic,
         # group, cluster), exported as msgstore_access_denied_total
-        self.denied: Counter[tuple[str, str]] = Counter()
-        self._denied_lock = threading.Lock()
+        self._denials: Counter[tuple[str, str]] = Counter()
+        self._denials_lock = threading.Lock()
 
     @property
     def required(self) -> bool:
@@ -131,26 +136,66 @@ class Authorizer:
         self, who: Principal, operation: Operation, resource: str, name: str, source: str
     ) -> Forbidden:
         """Log and count one refused request; the error to raise for it."""
-        with self._denied_lock:
-            self.denied[(operation.value, resource)] += 1
-        log.warning(
-            "access denied: %s may not %s %s %s",
-            who.name,
-            operation.value,
-            resource,
-            name,
-            extra={
-                "principal": who.name,
-                "operation": operation.value,
-                "resource": f"{resource}:{name}",
-                "source": source,
-            },
-        )
+        self.denied(who, operation.value, resource, name, source)
         return Forbidden(
             f"{who.name} may not {operation.value} {resource} {name}",
             operation=operation.value,
             resource=resource,
             name=name,
+        )
+
+    def denied(
+        self, who: Principal, operation: str, resource: str, name: str, source: str = ""
+    ) -> None:
+        """Log and count one refusal (``msgstore_access_denied_total{operation,resource}``):
+        ``denial`` calls it, and so does a front end that answers a refusal in its own
+        protocol's terms (Kafka's authorization error codes) instead of raising."""
+        with self._denials_lock:
+            self._denials[operation, resource] += 1
+        log.warning(
+            "access denied: %s may not %s %s %s",
+            who.name,
+            operation,
+            resource,
+            name,
+            extra={
+                "principal": who.name,
+                "operation": operation,
+                "resource": f"{resource}:{name}",
+                "source": source,
+            },
+        )
+
+    def denial_counts(self) -> dict[tuple[str, str], int]:
+        """Refusals so far by (operation, resource type), for the metrics page."""
+        with self._denials_lock:
+            return dict(self._denials)
+
+    def allows_any(self, who: Principal, operation: Operation, resource: ResourceType) -> bool:
+        """Whether ``who`` may do ``operation`` on at least one resource of this type (some
+        rule names it): Kafka's check by resource type, e.g. an idempotent producer needs
+        WRITE on any topic."""
+        if who.is_super:
+            return True
+        if who.kind is PrincipalKind.READER:
+            return operation in READER_OPERATIONS
+        return any(
+            rule.resource is resource
+            and (rule.operation is operation or operation is Operation.DESCRIBE)
+            for rule in self.document().rules_of(who.name)
+        )
+
+    def still_holds(self, who: Principal, token: str) -> bool:
+        """Whether ``token`` still proves ``who`` (the user was not removed, its token not
+        changed since it authenticated): a protocol that authenticates once per connection
+        asks it again on every request."""
+        if who.kind is not PrincipalKind.USER:
+            return True  # the node's tokens are settings: they change only with a restart
+        user = self.document().user(who.name)
+        return (
+            user is not None
+            and user.token_sha256 is not None
+            and hmac.compare_digest(user.token_sha256, token_digest(token))
         )
 
     def readable(self, who: Principal, topics: Iterable[str]) -> set[str]:

@@ -31,7 +31,7 @@ class AccessCollector(Collector):
             "requests refused by the ACL rules, by operation and resource type",
             labels=["operation", "resource"],
         )
-        counts = dict(authorizer.denied)
+        counts = authorizer.denial_counts()
         for operation in Operation:
             for resource in RESOURCES:
                 denied.add_metric(

@@ -72,9 +72,9 @@ def test_denials_are_logged_and_counted(
         with pytest.raises(Forbidden):
             authorizer.check_cluster(app, Operation.ALTER, "POST /v1/admin/compact", "10.0.0.1")
     assert err.value.status == 403 and err.value.details["resource"] == "topic"
-    assert authorizer.denied == {("write", "topic"): 1, ("alter", "cluster"): 1}
+    assert authorizer.denial_counts() == {("write", "topic"): 1, ("alter", "cluster"): 1}
     record = caplog.records[0]
     assert record.__dict__["principal"] == "app" and record.__dict__["source"] == "127.0.0.9"
     assert record.__dict__["resource"] == "topic:o-1"
     authorizer.check(app, Operation.READ, TOPIC, "o-1")  # allowed: nothing counted
-    assert sum(authorizer.denied.values()) == 2
+    assert sum(authorizer.denial_counts().values()) == 2
