@@ -23,15 +23,16 @@ import ssl
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import requests
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-from requests.adapters import HTTPAdapter
 
 from storage_node import tls
+
+if TYPE_CHECKING:
+    import requests
 
 log = logging.getLogger(__name__)
 PEER_UNITS = (tls.NODE_UNIT, tls.CONTROLLER_UNIT)
@@ -96,24 +97,6 @@ class PeerCheck:
         if not units & set(PEER_UNITS):
             return f"the client certificate names no {' or '.join(PEER_UNITS)} (OU)"
         return None
-
-
-class _IdentityAdapter(HTTPAdapter):
-    """A ``requests`` adapter whose connections use the identity's current SSL context
-    (requests' own ``verify``/``cert`` are not consulted: the context holds both)."""
-
-    def __init__(self, identity: PeerIdentity) -> None:
-        self.identity = identity
-        super().__init__()
-
-    def build_connection_pool_key_attributes(
-        self, request: requests.PreparedRequest, verify: Any, cert: Any = None
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
-        host_params, _ = super().build_connection_pool_key_attributes(request, verify, cert)
-        return host_params, {"ssl_context": self.identity.context()}
-
-    def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
-        """Nothing to set on the pool: the SSL context verifies and presents."""
 
 
 class PeerIdentity:
@@ -186,6 +169,24 @@ class PeerIdentity:
 
     def session(self) -> requests.Session:
         """A ``requests`` session whose https connections use this identity."""
+        import requests
+        from requests.adapters import HTTPAdapter
+
+        identity = self
+
+        class IdentityAdapter(HTTPAdapter):
+            """Connections use the identity's current SSL context (requests' own ``verify``
+            and ``cert`` are not consulted: the context holds both)."""
+
+            def build_connection_pool_key_attributes(
+                self, request: requests.PreparedRequest, verify: Any, cert: Any = None
+            ) -> tuple[dict[str, Any], dict[str, Any]]:
+                host, _ = super().build_connection_pool_key_attributes(request, verify, cert)
+                return host, {"ssl_context": identity.context()}
+
+            def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
+                """Nothing to set on the pool: the SSL context verifies and presents."""
+
         session = requests.Session()
-        session.mount("https://", _IdentityAdapter(self))
+        session.mount("https://", IdentityAdapter())
         return session
