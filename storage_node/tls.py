@@ -11,6 +11,9 @@ serverAuth and clientAuth usages and every name a peer may use in Subject Altern
 A certificate's organizational unit says what it identifies: ``NODE_UNIT`` a storage node,
 ``CONTROLLER_UNIT`` the failover controller (storage_node/mtls.py: who may call the routes
 only peers call).
+
+Over 400 lines on purpose: issuing, checking and serving certificates (the reloading server
+context) share the same helpers and are used together by nodes, the CLI and the operator.
 """
 
 from __future__ import annotations
