@@ -19,7 +19,9 @@ import datetime
 import hashlib
 import logging
 import os
+import socket
 import ssl
+import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -190,3 +192,45 @@ class PeerIdentity:
         session = requests.Session()
         session.mount("https://", IdentityAdapter())
         return session
+
+
+# -- probes: what a node trusts and serves now (a CA rotation waits on them) ---------------
+def accepts_client_certificate(
+    host: str,
+    port: int,
+    ca_file: str | os.PathLike[str],
+    probe: tls.CertKey,
+    server_name: str = "localhost",
+) -> bool | None:
+    """Whether the node at host:port completes a request over a connection presenting
+    ``probe``: True when it answers, False when it ends the connection unanswered (it does
+    not trust the probe's CA), None when it cannot be reached."""
+    with tempfile.TemporaryDirectory(prefix="msgstore-probe-") as tmp:
+        cert_file, key_file = tls.write_pair(Path(tmp), "probe", probe)
+        ctx = tls.client_context(ca_file)
+        ctx.load_cert_chain(cert_file, key_file)
+    request = f"GET /healthz HTTP/1.1\r\nHost: {server_name}\r\nConnection: close\r\n\r\n"
+    try:
+        raw = socket.create_connection((host, port), timeout=5)
+    except OSError:
+        return None
+    try:
+        with raw, ctx.wrap_socket(raw, server_hostname=server_name) as conn:
+            conn.sendall(request.encode())
+            return conn.recv(16).startswith(b"HTTP/")
+    except (ssl.SSLError, OSError):
+        return False
+
+
+def served_issuer(
+    host: str, port: int, ca_file: str | os.PathLike[str], server_name: str = "localhost"
+) -> x509.Name | None:
+    """The issuer of the certificate a new connection to host:port gets (None: no answer)."""
+    ctx = tls.client_context(ca_file)
+    try:
+        with socket.create_connection((host, port), timeout=5) as raw:
+            with ctx.wrap_socket(raw, server_hostname=server_name) as conn:
+                der = conn.getpeercert(binary_form=True)
+    except OSError:
+        return None
+    return x509.load_der_x509_certificate(der).issuer if der else None

@@ -15,59 +15,21 @@ resumed by running the command again (``ca-next`` is kept until the last step).
 from __future__ import annotations
 
 import os
-import socket
-import ssl
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cryptography import x509
-
 from storage_node import tls
 from storage_node.cli.local_tls import issue_local_certs, signing_ca, write_bundle
 from storage_node.errors import InvalidArgument, Unavailable
+from storage_node.mtls import accepts_client_certificate, served_issuer
 
 if TYPE_CHECKING:
     from storage_node.cli.local import LocalCluster
     from storage_node.cli.local_state import NodeProcess
 
 NEXT = "ca-next"
-
-
-def _accepts(node: NodeProcess, host: str, ca_file: Path, probe: tls.CertKey) -> bool | None:
-    """Whether the node accepts a client certificate ``probe`` (a TLS handshake and one
-    request); None when the node did not answer at all (down, or restarting)."""
-    with tempfile.TemporaryDirectory(prefix="msgstore-probe-") as tmp:
-        cert_file, key_file = tls.write_pair(Path(tmp), "probe", probe)
-        ctx = tls.client_context(ca_file)
-        ctx.load_cert_chain(cert_file, key_file)
-    try:
-        with socket.create_connection((host, node.port), timeout=5) as raw:
-            with ctx.wrap_socket(raw, server_hostname="localhost") as conn:
-                conn.sendall(
-                    b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-                )
-                return conn.recv(16).startswith(b"HTTP/1.1")
-    except ssl.SSLError as exc:
-        if "UNKNOWN_CA" in (exc.reason or "") or "CERTIFICATE" in (exc.reason or ""):
-            return False
-        return None
-    except OSError:
-        return None
-
-
-def _served_issuer(node: NodeProcess, host: str, ca_file: Path) -> x509.Name | None:
-    """The issuer of the certificate a new connection to the node gets."""
-    ctx = tls.client_context(ca_file)
-    try:
-        with socket.create_connection((host, node.port), timeout=5) as raw:
-            with ctx.wrap_socket(raw, server_hostname="localhost") as conn:
-                der = conn.getpeercert(binary_form=True)
-    except OSError:
-        return None
-    return x509.load_der_x509_certificate(der).issuer if der else None
 
 
 def _wait(what: str, done: Callable[[], bool], timeout: float) -> None:
@@ -104,7 +66,9 @@ def rotate_ca(
     probe_new = tls.issue_cert(new, "rotation probe", ["localhost"])
     _wait(
         "every node trusting the new CA",
-        all_nodes(lambda n: _accepts(n, cluster.host, bundle, probe_new) is True),
+        all_nodes(
+            lambda n: accepts_client_certificate(cluster.host, n.port, bundle, probe_new) is True
+        ),
         timeout,
     )
     say(f"1/3 every node trusts the new CA too ({bundle} holds both)")
@@ -112,7 +76,7 @@ def rotate_ca(
     issue_local_certs(directory, new, ids, cluster.host)
     _wait(
         "every node serving a certificate of the new CA",
-        all_nodes(lambda n: _served_issuer(n, cluster.host, bundle) == new.cert.subject),
+        all_nodes(lambda n: served_issuer(cluster.host, n.port, bundle) == new.cert.subject),
         timeout,
     )
     say("2/3 every node and the controller hold a certificate of the new CA")
@@ -124,7 +88,9 @@ def rotate_ca(
     probe_old = tls.issue_cert(old, "rotation probe", ["localhost"])
     _wait(
         "every node refusing the old CA",
-        all_nodes(lambda n: _accepts(n, cluster.host, bundle, probe_old) is False),
+        all_nodes(
+            lambda n: accepts_client_certificate(cluster.host, n.port, bundle, probe_old) is False
+        ),
         timeout,
     )
     say(f"3/3 the old CA is retired; {bundle} holds the new CA only")
