@@ -26,7 +26,15 @@ from storage_node.formats.frame_walker import FrameHeader, walk_frames
 from storage_node.formats.keyhash import key_hashes
 from storage_node.formats.message_id import MessageId, numbered_ids, parse_msg_id
 from storage_node.formats.queue_index import ENTRY_DTYPE, QueueIndex, tag_hash
-from storage_node.formats.record import FLAG_PRODUCER, FRAME_SIZE, ROW, ROW_DTYPE, ROW_KEY, ROW_TAG
+from storage_node.formats.record import (
+    FLAG_PRODUCER,
+    FRAME_SIZE,
+    ROW,
+    ROW_DTYPE,
+    ROW_HEADERS,
+    ROW_KEY,
+    ROW_TAG,
+)
 from storage_node.store.dedup import DedupTable
 from storage_node.store.key_index_set import KeyIndexSet
 from storage_node.store.msg_id_index import MsgIdIndexes
@@ -196,6 +204,8 @@ class Indexer:
         entries = np.zeros(total, dtype=ENTRY_DTYPE)
         entries["pos"] = positions
         entries["size"] = ROW + klen + rows["taglen"] + idlen + rows["vlen"]
+        if (rows["flags"] & ROW_HEADERS).any():  # headers follow their values
+            entries["size"] += np.where(rows["flags"] & ROW_HEADERS, rows["hlen"], 0)
         tagged = np.flatnonzero(rows["flags"] & ROW_TAG)
         if len(tagged):  # tags are hashed one by one (few batches carry them)
             in_frame = np.searchsorted(heads, tagged, side="right") - 1
