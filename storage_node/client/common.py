@@ -15,7 +15,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -26,7 +26,7 @@ from storage_node.formats.limits import check_key
 from storage_node.formats.partitioning import partition_for_key
 from storage_node.wire.batch_codec import CONTENT_TYPE as BATCH_CONTENT_TYPE
 from storage_node.wire.batch_codec import encode_batch
-from storage_node.wire.message_json import value_json
+from storage_node.wire.message_json import headers_from_json, headers_json, value_json
 from storage_node.wire.read_answer import MalformedAnswer, ReadColumns, decode_read_answer
 from storage_node.wire.routing_table import RoutingTable, parse_routing
 
@@ -142,9 +142,20 @@ class OutMessage:
     msg_id: str | None = None
     timestamp: int | None = None
     partition: int | None = None
+    headers: Sequence[tuple[str, bytes | None]] = ()  # in order; names may repeat
 
 
-MESSAGE_FIELDS = ("value", "value_base64", "key", "tag", "msg_id", "timestamp", "partition")
+MESSAGE_FIELDS = (
+    "value",
+    "value_base64",
+    "key",
+    "tag",
+    "msg_id",
+    "timestamp",
+    "partition",
+    "headers",
+    "headers_base64",
+)
 
 
 def _text_field(item: Mapping[str, Any], name: str, index: int) -> str | None:
@@ -193,6 +204,23 @@ def _value_of(item: Mapping[str, Any], index: int) -> bytes:
     )
 
 
+def _headers_of(item: Mapping[str, Any], index: int) -> tuple[tuple[str, bytes | None], ...]:
+    """A dict message's headers: ``headers`` as (name, bytes, str or None) pairs, or the
+    JSON API's text / ``headers_base64`` shapes."""
+    given = item.get("headers")
+    if isinstance(given, list | tuple) and all(
+        isinstance(p, list | tuple) and len(p) == 2 and isinstance(p[1], bytes | None)
+        for p in given
+    ):
+        pairs = tuple((p[0], p[1]) for p in given)
+        if all(isinstance(name, str) for name, _ in pairs):
+            return pairs
+    try:
+        return headers_from_json(dict(item))
+    except ValueError as exc:
+        raise InvalidBatch(f"message {index}: {exc}", index=index, field="headers") from None
+
+
 def to_out_message(item: Any, index: int = 0) -> OutMessage:
     """Accept bytes, str, an OutMessage or a dict in the JSON API's message shape, checked
     as the node checks a JSON message: an unknown field or a field of the wrong type is an
@@ -222,6 +250,7 @@ def to_out_message(item: Any, index: int = 0) -> OutMessage:
             _text_field(item, "msg_id", index),
             _int_field(item, "timestamp", index, "ms since epoch (an integer)"),
             _int_field(item, "partition", index, "a partition number (an integer >= 0)"),
+            _headers_of(item, index),
         )
     raise InvalidArgument(f"cannot send a message of type {type(item).__name__}")
 
@@ -401,6 +430,7 @@ def encode_sub_batch(batch: SubBatch, producer_id: str, binary: bool = True) -> 
             partitions=[m.partition for m in ms],
             producer_id=producer_id,
             sequence=batch.sequence,
+            headers=[m.headers for m in ms] if any(m.headers for m in ms) else None,
         )
         return
     import json
@@ -412,6 +442,8 @@ def encode_sub_batch(batch: SubBatch, producer_id: str, binary: bool = True) -> 
             v = getattr(m, name)
             if v is not None:
                 item[name] = v
+        if m.headers:
+            item.update(headers_json(m.headers))
         items.append(item)
     batch.content_type = "application/json"
     batch.body = json.dumps(
@@ -454,7 +486,8 @@ def redirect_target(err: BaseException, routing: RoutingCache | None = None) -> 
 
 
 # -- reads ---------------------------------------------------------------------------------
-COLUMNS_ACCEPT = {"Accept": BATCH_CONTENT_TYPE}  # ask for the binary read framing
+# ask for the binary read framing, with the messages' headers
+COLUMNS_ACCEPT = {"Accept": f"{BATCH_CONTENT_TYPE}; headers=1"}
 
 
 def read_path(topic: str, partition: int) -> str:

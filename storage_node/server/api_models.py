@@ -30,7 +30,8 @@ from pydantic import (
 from storage_node.errors import InvalidArgument, InvalidName
 from storage_node.formats.limits import EMPTY_KEY_RULE, MAX_READ_MESSAGES
 from storage_node.formats.names import NAME_PATTERN
-from storage_node.formats.packed import PackedBatch
+from storage_node.formats.packed import PackedBatch, headers_column
+from storage_node.wire.message_json import headers_from_json
 from storage_node.wire.routing_table import check_topic_name
 
 MAX_INT64 = 2**63 - 1
@@ -217,6 +218,12 @@ class MessageIn(Request):
     msg_id: str | None = Field(default=None, description="app-iphex-hour-seq; assigned when absent")
     timestamp: Int64 | None = Field(default=None, description="born time, ms since epoch")
     partition: Annotated[int, Field(ge=0)] | None = None
+    headers: list[list[str | None]] | None = Field(
+        default=None, description="[name, value] pairs in order, values UTF-8 text or null"
+    )
+    headers_base64: list[list[str | None]] | None = Field(
+        default=None, description="[name, value] pairs in order, values base64 or null"
+    )
 
     @field_validator("key", mode="before")
     @classmethod
@@ -251,6 +258,14 @@ class MessageIn(Request):
             raise ValueError("needs exactly one of 'value' and 'value_base64'")
         return self
 
+    @model_validator(mode="after")
+    def _headers(self) -> MessageIn:
+        headers_from_json(self.model_dump(include={"headers", "headers_base64"}))
+        return self
+
+    def header_pairs(self) -> tuple[tuple[str, bytes | None], ...]:
+        return headers_from_json(self.model_dump(include={"headers", "headers_base64"}))
+
     def value_bytes(self) -> bytes:
         if self.value_base64 is not None:
             return base64.b64decode(self.value_base64)
@@ -272,7 +287,7 @@ class Batch(Request):
     def packed(self) -> PackedBatch:
         """The batch as the store's packed columns."""
         items = self.messages
-        return PackedBatch.from_lists(
+        batch = PackedBatch.from_lists(
             [x.value_bytes() for x in items],
             [x.key for x in items],
             [x.tag for x in items],
@@ -280,6 +295,8 @@ class Batch(Request):
             [x.timestamp for x in items],
             partitions=[x.partition for x in items],
         )
+        batch.headers = headers_column([x.header_pairs() for x in items])
+        return batch
 
 
 class BatchEnvelope(Request):

@@ -136,7 +136,7 @@ def headers_from_json(doc: dict[str, Any]) -> tuple[tuple[str, bytes | None], ..
         raise ValueError("headers must be a list of [name, value] pairs")
     out: list[tuple[str, bytes | None]] = []
     for pair in pairs:
-        if not isinstance(pair, list) or len(pair) != 2 or not isinstance(pair[0], str):
+        if not isinstance(pair, list | tuple) or len(pair) != 2 or not isinstance(pair[0], str):
             raise ValueError("a header is a [name, value] pair with a string name")
         name, value = pair
         if value is None:
