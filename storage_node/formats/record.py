@@ -29,6 +29,7 @@ CRC-32.
 
 Checking and walking a run of frames (recovery's scan and replay, log shipping, copies) is
 ``frame_walker.py``'s job; this module is the layout, the encoder and one frame's decoder.
+Over 400 lines on purpose: the layout and the only code that writes and reads it, together.
 """
 
 from __future__ import annotations

@@ -60,6 +60,8 @@ ANSWERS_DENIAL = frozenset(
         20,  # DeleteTopics: likewise
         37,  # CreatePartitions: likewise
         8,  # OffsetCommit: GROUP_AUTHORIZATION_FAILED per partition
+        42,  # DeleteGroups: GROUP_AUTHORIZATION_FAILED per group
+        47,  # OffsetDelete: GROUP_AUTHORIZATION_FAILED
     }
 )
 READ_ONLY = "this token may only read; writes need the full token"

@@ -218,12 +218,8 @@ class MessageIn(Request):
     msg_id: str | None = Field(default=None, description="app-iphex-hour-seq; assigned when absent")
     timestamp: Int64 | None = Field(default=None, description="born time, ms since epoch")
     partition: Annotated[int, Field(ge=0)] | None = None
-    headers: list[list[str | None]] | None = Field(
-        default=None, description="[name, value] pairs in order, values UTF-8 text or null"
-    )
-    headers_base64: list[list[str | None]] | None = Field(
-        default=None, description="[name, value] pairs in order, values base64 or null"
-    )
+    headers: list[list[str | None]] | None = None  # [name, value] pairs, values text or null
+    headers_base64: list[list[str | None]] | None = None  # the same, values base64 or null
 
     @field_validator("key", mode="before")
     @classmethod
@@ -256,15 +252,8 @@ class MessageIn(Request):
     def _one_value(self) -> MessageIn:
         if (self.value is None) == (self.value_base64 is None):
             raise ValueError("needs exactly one of 'value' and 'value_base64'")
+        headers_from_json(self.model_dump())  # malformed headers: ValueError
         return self
-
-    @model_validator(mode="after")
-    def _headers(self) -> MessageIn:
-        headers_from_json(self.model_dump(include={"headers", "headers_base64"}))
-        return self
-
-    def header_pairs(self) -> tuple[tuple[str, bytes | None], ...]:
-        return headers_from_json(self.model_dump(include={"headers", "headers_base64"}))
 
     def value_bytes(self) -> bytes:
         if self.value_base64 is not None:
@@ -295,7 +284,7 @@ class Batch(Request):
             [x.timestamp for x in items],
             partitions=[x.partition for x in items],
         )
-        batch.headers = headers_column([x.header_pairs() for x in items])
+        batch.headers = headers_column([headers_from_json(x.model_dump()) for x in items])
         return batch
 
 
@@ -407,6 +396,12 @@ class OffsetCommitted(Answer):
     topic: str
     partition: int
     offset: int
+
+
+class OffsetsDeleted(Answer):
+    group: str
+    deleted: bool  # whether the group had any of these offsets
+    unreachable_nodes: list[str]
 
 
 class CommittedOffsets(Answer):

@@ -38,7 +38,7 @@ from storage_node.formats.record import (
 from storage_node.store.dedup import DedupTable
 from storage_node.store.key_index_set import KeyIndexSet
 from storage_node.store.msg_id_index import MsgIdIndexes
-from storage_node.store.offsets import OFFSETS_TOPIC, OffsetStore, commits_in
+from storage_node.store.offsets import DELETED, OFFSETS_TOPIC, OffsetStore, commits_in
 from storage_node.store.queues import PartitionQueues
 from storage_node.store.topics import TopicRegistry
 from storage_node.store.types import AppendColumns
@@ -235,8 +235,12 @@ class Indexer:
         wins), those of topics no longer held skipped."""
         for frame, _pos, _header in frames:
             for group, topic, partition, offset in commits_in(frame):
-                held = self.topics is None or topic in self.topics.topics
-                if self.offsets is not None and held:
+                held = self.topics is None or topic is None or topic in self.topics.topics
+                if self.offsets is None or not held:
+                    continue
+                if offset == DELETED:
+                    self.offsets.delete(group, topic, partition)
+                elif topic is not None and partition is not None:
                     self.offsets.commit(group, topic, partition, offset)
         return sum(h.count for _f, _p, h in frames)
 
