@@ -364,6 +364,19 @@ class Store(LogSurface):
             self.log.wait_durable(int(positions[-1] + batch.frame_sizes[-1]))
         return self.groups.offsets.delete(group, topic, partition)
 
+    def producer_batch(
+        self, producer_id: str, sequence: int
+    ) -> tuple[bool, tuple[int, int] | None]:
+        """What the idempotency table remembers of a producer: whether (producer_id,
+        sequence) was appended, and (sequence, record count) of its highest batch (None:
+        nothing remembered). The table is part of the log (recovery and copies rebuild it)."""
+        table = self.dedup
+        return (producer_id, sequence) in table.batches, table.last_batch(producer_id)
+
+    def producer_ids(self) -> list[str]:
+        """Every producer id the idempotency table remembers a batch of."""
+        return list(self.dedup.last)
+
     def consumer_groups(self) -> list[str]:
         """Names of the groups with an offset committed on this node."""
         return self.groups.groups()
