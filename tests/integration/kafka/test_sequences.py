@@ -16,7 +16,10 @@ from tests.integration.kafka.wire import Wire, record_batch
 def init(wire: Wire, pid: int = -1, epoch: int = -1) -> tuple[int, int]:
     answer = wire.call(
         InitProducerIdRequest(
-            transactional_id=None, transaction_timeout=TIMEOUT, producer_id=pid, producer_epoch=epoch
+            transactional_id=None,
+            transaction_timeout=TIMEOUT,
+            producer_id=pid,
+            producer_epoch=epoch,
         )
     )
     assert answer.error_code == ErrorCode.none
