@@ -20,9 +20,11 @@ system:
 venv: $(STAMP)
 
 ## make kafka-jars: Apache Kafka's broker and tools from Maven Central (bench/java/pom.xml), for
-## the Java client tests and bench/kafka.py; cached in ~/.m2
+## the Java client tests and bench/kafka.py, and Spark's Kafka source (spark/java/kafka-source/pom.xml)
+## for tests/integration/spark; cached in ~/.m2
 kafka-jars: system
 	bash scripts/kafka-jars.sh >/dev/null
+	bash scripts/spark-kafka-jars.sh >/dev/null
 
 ## make run: a local 3-node cluster, sample data through Spark, compaction, example queries
 run: system $(STAMP)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
-from storage_node.client.common import OutMessage
+from storage_node.client.out_message import OutMessage
 from storage_node.formats.json_lines import born_ms, line_content, load_json
 from storage_node.formats.limits import EMPTY_KEY_HINT as RULE
 

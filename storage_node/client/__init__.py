@@ -23,7 +23,7 @@ _WHERE = {
     "FetchAnswer": "storage_node.client.fetch",
     "Forbidden": "storage_node.client.common",
     "NotMsgstore": "storage_node.client.steps",
-    "OutMessage": "storage_node.client.common",
+    "OutMessage": "storage_node.client.out_message",
     "Produced": "storage_node.client.produced",
     "RawAnswer": "storage_node.client.steps",
     "ReadColumns": "storage_node.wire.batch_codec",
@@ -48,9 +48,10 @@ __all__ = [
 
 if TYPE_CHECKING:
     from storage_node.client.async_client import AsyncClient
-    from storage_node.client.common import Forbidden, OutMessage, TlsError, Unauthenticated
+    from storage_node.client.common import Forbidden, TlsError, Unauthenticated
     from storage_node.client.consumer import AsyncConsumer, Consumer
     from storage_node.client.fetch import FetchAnswer
+    from storage_node.client.out_message import OutMessage
     from storage_node.client.produced import Produced
     from storage_node.client.steps import NotMsgstore, RawAnswer
     from storage_node.client.sync_client import Client

@@ -99,4 +99,8 @@ def _head(cols: ReadColumns, count: int) -> ReadColumns:
         tags=blob_head(cols.tags, cols.tag_lengths),
         msg_ids=blob_head(cols.msg_ids, cols.msg_id_lengths),
         values=blob_head(cols.values, cols.value_lengths),
+        header_lengths=None if cols.header_lengths is None else cols.header_lengths[:count],
+        headers=None
+        if cols.headers is None or cols.header_lengths is None
+        else blob_head(cols.headers, cols.header_lengths),
     )

@@ -8,25 +8,23 @@ batch packing) is one object graph; splitting it would make each client import i
 
 from __future__ import annotations
 
-import base64
-import binascii
 import itertools
 import os
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
 from storage_node import errors as errors_module
-from storage_node.errors import InvalidArgument, InvalidBatch, MsgStoreError, NotOwner, Unavailable
-from storage_node.formats.limits import check_key
+from storage_node.client.out_message import OutMessage
+from storage_node.errors import InvalidArgument, MsgStoreError, NotOwner, Unavailable
 from storage_node.formats.partitioning import partition_for_key
 from storage_node.wire.batch_codec import CONTENT_TYPE as BATCH_CONTENT_TYPE
 from storage_node.wire.batch_codec import encode_batch
-from storage_node.wire.message_json import value_json
+from storage_node.wire.message_json import headers_json, value_json
 from storage_node.wire.read_answer import MalformedAnswer, ReadColumns, decode_read_answer
 from storage_node.wire.routing_table import RoutingTable, parse_routing
 
@@ -130,100 +128,6 @@ def check_scheme(address: str, tls: bool) -> None:
 
 def auth_headers(token: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
-
-
-@dataclass
-class OutMessage:
-    """A message to produce, normalized from what callers pass."""
-
-    value: bytes
-    key: str | None = None
-    tag: str | None = None
-    msg_id: str | None = None
-    timestamp: int | None = None
-    partition: int | None = None
-
-
-MESSAGE_FIELDS = ("value", "value_base64", "key", "tag", "msg_id", "timestamp", "partition")
-
-
-def _text_field(item: Mapping[str, Any], name: str, index: int) -> str | None:
-    value = item.get(name)
-    if value is not None and not isinstance(value, str):
-        raise InvalidBatch(
-            f"message {index}: {name!r} must be a string, not {type(value).__name__}",
-            index=index,
-            field=name,
-        )
-    return value
-
-
-def _int_field(item: Mapping[str, Any], name: str, index: int, what: str) -> int | None:
-    value = item.get(name)
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-        raise InvalidBatch(
-            f"message {index}: {name!r} must be {what}, not {value!r}", index=index, field=name
-        )
-    return value
-
-
-def _value_of(item: Mapping[str, Any], index: int) -> bytes:
-    text, encoded = item.get("value"), item.get("value_base64")
-    if (text is None) == (encoded is None):
-        raise InvalidBatch(
-            f"message {index}: needs exactly one of 'value' and 'value_base64'", index=index
-        )
-    if encoded is not None:
-        try:
-            return base64.b64decode(encoded, validate=True)
-        except (binascii.Error, ValueError, TypeError):
-            raise InvalidBatch(
-                f"message {index}: 'value_base64' is not valid base64",
-                index=index,
-                field="value_base64",
-            ) from None
-    if isinstance(text, str):
-        return text.encode("utf-8")
-    if isinstance(text, bytes | bytearray | memoryview):
-        return bytes(text)
-    raise InvalidBatch(
-        f"message {index}: 'value' must be text or bytes, not {type(text).__name__}",
-        index=index,
-        field="value",
-    )
-
-
-def to_out_message(item: Any, index: int = 0) -> OutMessage:
-    """Accept bytes, str, an OutMessage or a dict in the JSON API's message shape, checked
-    as the node checks a JSON message: an unknown field or a field of the wrong type is an
-    ``InvalidBatch`` naming message ``index`` and the field (nothing is dropped silently)."""
-    if isinstance(item, OutMessage):
-        check_key(item.key, index)
-        return item
-    if isinstance(item, bytes | bytearray | memoryview):
-        return OutMessage(bytes(item))
-    if isinstance(item, str):
-        return OutMessage(item.encode("utf-8"))
-    if isinstance(item, Mapping):
-        unknown = sorted(str(k) for k in item if k not in MESSAGE_FIELDS)
-        if unknown:
-            raise InvalidBatch(
-                f"message {index}: unknown field {unknown[0]!r} "
-                f"(a message has {', '.join(MESSAGE_FIELDS)})",
-                index=index,
-                field=unknown[0],
-            )
-        key = _text_field(item, "key", index)
-        check_key(key, index)
-        return OutMessage(
-            _value_of(item, index),
-            key,
-            _text_field(item, "tag", index),
-            _text_field(item, "msg_id", index),
-            _int_field(item, "timestamp", index, "ms since epoch (an integer)"),
-            _int_field(item, "partition", index, "a partition number (an integer >= 0)"),
-        )
-    raise InvalidArgument(f"cannot send a message of type {type(item).__name__}")
 
 
 @dataclass
@@ -401,6 +305,7 @@ def encode_sub_batch(batch: SubBatch, producer_id: str, binary: bool = True) -> 
             partitions=[m.partition for m in ms],
             producer_id=producer_id,
             sequence=batch.sequence,
+            headers=[m.headers for m in ms] if any(m.headers for m in ms) else None,
         )
         return
     import json
@@ -412,6 +317,8 @@ def encode_sub_batch(batch: SubBatch, producer_id: str, binary: bool = True) -> 
             v = getattr(m, name)
             if v is not None:
                 item[name] = v
+        if m.headers:
+            item.update(headers_json(m.headers))
         items.append(item)
     batch.content_type = "application/json"
     batch.body = json.dumps(
@@ -454,7 +361,8 @@ def redirect_target(err: BaseException, routing: RoutingCache | None = None) -> 
 
 
 # -- reads ---------------------------------------------------------------------------------
-COLUMNS_ACCEPT = {"Accept": BATCH_CONTENT_TYPE}  # ask for the binary read framing
+# ask for the binary read framing, with the messages' headers
+COLUMNS_ACCEPT = {"Accept": f"{BATCH_CONTENT_TYPE}; headers=1"}
 
 
 def read_path(topic: str, partition: int) -> str:

@@ -24,7 +24,6 @@ import numpy as np
 
 from storage_node.client.common import (
     COLUMNS_ACCEPT,
-    OutMessage,
     RoutingCache,
     SequenceSource,
     SubBatch,
@@ -39,10 +38,10 @@ from storage_node.client.common import (
     redirect_target,
     resolve_ca,
     results_from_answer,
-    to_out_message,
 )
 from storage_node.client.consumer_state import ConsumerState
 from storage_node.client.fetch import FetchAnswer, decode_fetch_answer, fetch_path, fetch_request
+from storage_node.client.out_message import OutMessage, to_out_message
 from storage_node.client.packing import Columns, frame_sub_batch, plan_column_batches
 from storage_node.client.produced import Produced
 from storage_node.client.steps import Call, Gather, Op, RetryPolicy, Sleep

@@ -17,6 +17,7 @@ from typing import Any, cast
 import numpy as np
 
 from storage_node.errors import InvalidBatch
+from storage_node.formats.headers import encode_headers
 from storage_node.formats.keyhash import key_hashes
 
 NONE = -1
@@ -165,6 +166,13 @@ class PackedColumn:
         return cls(b"", filled(n, NONE), length_range=(NONE, NONE) if n else None)
 
 
+def headers_column(items: Sequence[Sequence[tuple[str, bytes | None]]]) -> PackedColumn | None:
+    """Each message's headers packed (``formats/headers.py``); None when none has any."""
+    if not any(items):
+        return None
+    return PackedColumn.of_bytes([encode_headers(h) if h else None for h in items])
+
+
 def concat_columns(columns: Sequence[PackedColumn]) -> PackedColumn:
     """Several columns back to back (batches written together)."""
     if len(columns) == 1:
@@ -226,6 +234,9 @@ class PackedBatch:
     msg_ids: PackedColumn
     timestamps: np.ndarray | None = None  # int64 born ms, -1 = store time; None = all
     partitions: np.ndarray | None = None  # int64, -1 = chosen by the node; None = all
+    # each message's headers (formats/headers.py's byte string, -1 or 0 bytes = none);
+    # None = no message has any
+    headers: PackedColumn | None = None
     _hashes: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
@@ -357,6 +368,11 @@ def merge_batches(batches: Sequence[PackedBatch]) -> PackedBatch:
             [filled(len(b), NONE) if a is None else a for b, a in zip(batches, arrays, strict=True)]
         )
 
+    headers = None
+    if any(b.headers is not None for b in batches):
+        headers = concat_columns(
+            [PackedColumn.empty(len(b)) if b.headers is None else b.headers for b in batches]
+        )
     tags = concat_columns([b.tags for b in batches])
     shared = all(b.msg_ids is b.tags for b in batches)  # one absent column (from_lists)
     return PackedBatch(
@@ -366,6 +382,7 @@ def merge_batches(batches: Sequence[PackedBatch]) -> PackedBatch:
         msg_ids=tags if shared else concat_columns([b.msg_ids for b in batches]),
         timestamps=joined([b.timestamps for b in batches]),
         partitions=joined([b.partitions for b in batches]),
+        headers=headers,
         _hashes=(
             np.concatenate([b._hashes for b in batches])
             if all(b._hashes is not None for b in batches)

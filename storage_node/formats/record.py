@@ -10,21 +10,26 @@ few array operations and one ``join``, not work per record::
              i64 store_ms  u64 sequence                                    (32 bytes)
     rows   : count x 48 bytes, one per record:
              u16 index  u16 partition  u8 flags  u8 msg_id_len  u16 key_len  u16 tag_len
-             u16 reserved  u64 queue_offset  i64 born_ms
+             u16 headers_len  u64 queue_offset  i64 born_ms
              u32 key_off  u32 tag_off  u32 msg_id_off  u32 value_off  u32 value_len
-    topic, producer id, then every key, every tag, every message ID, every value
+    topic, producer id, then every key, every tag, every message ID, every value (each
+    value followed by its record's headers when it has any)
 
 Offsets count from the frame's first byte. A record's log position is the position of its
 row; the row's ``index`` leads back to the frame header, so a read fetches one frame, checks
 its CRC and decodes one row. Records stay self-describing (topic, partition, queue offset,
 timestamps, key, tag, message ID, producer and sequence, value), so every index can be
-rebuilt from the log alone. ``flags`` of the last frame of a batch carries ``BATCH_END``:
+rebuilt from the log alone. Headers (``headers.py``'s byte string) were added later
+without a new magic: a row with ``ROW_HEADERS`` has ``headers_len`` bytes of them right
+after its value (``value_len`` does not count them); frames written before have that flag
+clear and that field 0, so they read as records without headers. ``flags`` of the last frame of a batch carries ``BATCH_END``:
 recovery keeps whole batches only. The checksum is CRC-32C (Castagnoli, as in Kafka's record
 batches and iSCSI), which the CPU computes in hardware several times faster than zlib's
 CRC-32.
 
 Checking and walking a run of frames (recovery's scan and replay, log shipping, copies) is
 ``frame_walker.py``'s job; this module is the layout, the encoder and one frame's decoder.
+Over 400 lines on purpose: the layout and the only code that writes and reads it, together.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ FLAG_PRODUCER = 4  # frame flags
 FLAG_BATCH_END = 8
 ROW_KEY = 1  # row flags: a key / tag is present (an empty one is not a missing one)
 ROW_TAG = 2
+ROW_HEADERS = 4  # headers_len bytes of headers follow the value
 
 FRAME = struct.Struct("<IIBBHBBHqQ")
 FRAME_SIZE = FRAME.size  # 32
@@ -52,7 +58,7 @@ FRAME_TAIL = struct.Struct("<BBHBBHqQ")  # the header after the CRC
 ROW_DTYPE = np.dtype(
     [
         ("index", "<u2"), ("partition", "<u2"), ("flags", "u1"), ("idlen", "u1"),
-        ("klen", "<u2"), ("taglen", "<u2"), ("reserved", "<u2"), ("qoff", "<u8"),
+        ("klen", "<u2"), ("taglen", "<u2"), ("hlen", "<u2"), ("qoff", "<u8"),
         ("born", "<i8"), ("koff", "<u4"), ("toff", "<u4"), ("ioff", "<u4"), ("voff", "<u4"),
         ("vlen", "<u4"),
     ]
@@ -97,6 +103,7 @@ class Record:
     producer_id: str | None
     sequence: int | None
     size: int
+    headers: bytes = b""  # headers.py's byte string; empty = none
 
 
 # One piece of an encoded batch: the caller's own value objects, views into the columns, or
@@ -138,6 +145,7 @@ def encode_frames(
     producer: tuple[bytes, int] | None = None,
     target: int | None = None,
     batches: Sequence[tuple[int, tuple[bytes, int] | None]] | None = None,
+    headers: PackedColumn | None = None,
 ) -> EncodedBatch:
     """Encode a batch given as packed columns; -1 lengths = absent key/tag.
 
@@ -151,8 +159,17 @@ def encode_frames(
     ``BATCH_END``. Without it the whole input is one batch of ``producer``. ``target`` (bytes
     per frame) defaults to FRAME_TARGET, raised up to FRAME_TARGET_MAX so that a frame holds
     FRAME_MIN_RECORDS records of the batch's average size.
+
+    ``headers`` (one byte string per record, -1 or 0 bytes = none) are written after each
+    record's value: the values column is then each value with its headers joined (a copy,
+    for batches that carry headers only), and the rows say where the value ends.
     """
     n = len(partitions)
+    hlens: np.ndarray | None = None
+    if headers is not None and headers.length_range()[1] > 0:
+        hlens = np.maximum(headers.lens, 0)
+        vsizes = np.maximum(values.lens, 0)
+        values = _with_headers(values, headers, vsizes, hlens)
     if batches is None:
         batches = [(n, producer)]
     vparts = values.parts
@@ -224,6 +241,10 @@ def encode_frames(
     words = rows.view(np.uint32).reshape(n, ROW // 4)
     words[:, 7:11] = ((base - at_heads)[:, fid] + cum[:, :n]).T
     words[:, 11] = lens[3]
+    if hlens is not None:
+        words[:, 11] -= hlens.astype(np.uint32)
+        rows["hlen"] = hlens
+        rows["flags"] |= (hlens > 0).view(np.uint8) * ROW_HEADERS
     row_bytes = memoryview(rows.tobytes())
     kmv, tmv, imv = memoryview(keys.blob), memoryview(tags.blob), memoryview(msg_ids.blob)
     vmv = memoryview(values.blob) if vparts is None else None
@@ -286,6 +307,22 @@ def encode_frames(
     return EncodedBatch(pieces, frame_sizes, row_offsets, rec_sizes)
 
 
+def _with_headers(
+    values: PackedColumn, headers: PackedColumn, vsizes: np.ndarray, hlens: np.ndarray
+) -> PackedColumn:
+    """Each value followed by its record's headers, as one values column."""
+    vends = np.cumsum(vsizes).tolist()
+    hends = np.cumsum(hlens).tolist()
+    vblob, hblob = memoryview(values.blob), memoryview(headers.blob)
+    joined = [
+        b"".join((vblob[v1 - vl : v1], hblob[h1 - hl : h1]))
+        for v1, vl, h1, hl in zip(vends, vsizes.tolist(), hends, hlens.tolist(), strict=True)
+    ]
+    if values.parts is not None:
+        return PackedColumn(None, vsizes + hlens, joined)
+    return PackedColumn(b"".join(joined), vsizes + hlens)
+
+
 # ---------------------------------------------------------------------------- reading
 
 
@@ -325,10 +362,12 @@ def decode_row(frame: memoryview, row_off: int, with_value: bool = True) -> Reco
     _size, _crc, _m, flags, count, tlen, plen, _r, store_ms, sequence = FRAME.unpack_from(frame)
     if row_off < FRAME_SIZE or row_off > FRAME_SIZE + ROW * (count - 1):
         raise CorruptData(f"no record row at offset {row_off} of its frame")
-    (index, part, rflags, idlen, klen, taglen, _res, qoff, born, koff, toff, ioff, voff, vlen) = (
+    (index, part, rflags, idlen, klen, taglen, hlen, qoff, born, koff, toff, ioff, voff, vlen) = (
         ROW_STRUCT.unpack_from(frame, row_off)
     )
-    if (row_off - FRAME_SIZE) != ROW * index or voff + vlen > len(frame):
+    if not rflags & ROW_HEADERS:
+        hlen = 0
+    if (row_off - FRAME_SIZE) != ROW * index or voff + vlen + hlen > len(frame):
         raise CorruptData("record row does not match its frame")
     lead = FRAME_SIZE + ROW * count
     topic = bytes(frame[lead : lead + tlen]).decode()
@@ -349,7 +388,8 @@ def decode_row(frame: memoryview, row_off: int, with_value: bool = True) -> Reco
         bytes(frame[voff : voff + vlen]) if with_value else b"",
         producer_id,
         seq,
-        ROW + klen + taglen + idlen + vlen,
+        ROW + klen + taglen + idlen + vlen + hlen,
+        bytes(frame[voff + vlen : voff + vlen + hlen]),
     )
 
 

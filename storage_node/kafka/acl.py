@@ -67,6 +67,8 @@ NEEDS: dict[int, Need] = {
     9: Need(group=DESCRIBE, topic=DESCRIBE),  # OffsetFetch: all topics filtered
     15: Need(group=DESCRIBE),  # DescribeGroups
     16: Need(group=DESCRIBE),  # ListGroups: filtered
+    42: Need(group=DELETE, changes=True),  # DeleteGroups
+    47: Need(group=DELETE, changes=True),  # OffsetDelete
 }
 
 

@@ -13,6 +13,7 @@ from storage_node.kafka import (
     sasl,
     topic_admin,
 )
+from storage_node.kafka.groups import deletion as group_deletion
 from storage_node.kafka.groups import handlers as groups
 
 HANDLER_MODULES = (
@@ -25,4 +26,5 @@ HANDLER_MODULES = (
     topic_admin,
     cluster_info,
     groups,
+    group_deletion,
 )

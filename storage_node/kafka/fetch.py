@@ -56,6 +56,7 @@ def encode_page(page: ReadBatch) -> bytes:
         page.values.to_list(),
         page.tags.to_list(),
         page.msg_ids.to_list(),
+        None if page.headers is None else page.header_lists(),
     )
 
 

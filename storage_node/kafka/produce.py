@@ -12,7 +12,9 @@ shifted left 8 bits, plus the broker id), and a batch that carries one is append
 store's own idempotent-producer table, as producer ``k<id>.<epoch>.<partition>.<topic>``
 with the batch's base sequence: a retried batch gets the first answer (its base offset)
 and is not written again, after a restart and a failover too (the table is rebuilt from the
-log). Sequences are not required to be gap-free (no OUT_OF_ORDER_SEQUENCE_NUMBER).
+log). Sequences must follow on (``check_sequence``): a batch that neither continues the
+producer's last remembered batch nor repeats a remembered one is OUT_OF_ORDER_SEQUENCE_NUMBER,
+and a batch of an older epoch than one the partition has taken is INVALID_PRODUCER_EPOCH.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import hashlib
 import logging
 import threading
 import time
+import weakref
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -65,6 +68,8 @@ async def produce_partition(
     if batch.producer_id >= 0:
         producer = store_producer(batch.producer_id, batch.producer_epoch, partition, topic)
         sequence = batch.base_sequence
+        store = service.leader_store(topic, partition)
+        await service.in_thread(check_sequence, store, batch, partition, topic, producer)
     done = await service.append(topic, packed, producer, sequence, wait_replicas=acks == -1)
     return int(done.result.offset_array[0])
 
@@ -74,6 +79,71 @@ class UnknownPartition(MsgStoreError):
     status = 404
 
 
+class OutOfOrderSequence(MsgStoreError):
+    code = "out_of_order_sequence"
+    status = 409
+
+
+class StaleProducerEpoch(MsgStoreError):
+    code = "stale_producer_epoch"
+    status = 409
+
+
+SEQUENCE_WRAP = 2**31  # Kafka's sequences wrap at Int32.MaxValue
+
+
+# per store: (producer id, partition, topic) -> the newest epoch it has taken, so the
+# table is scanned once per producer and partition, not per batch
+_EPOCHS: weakref.WeakKeyDictionary[Any, dict[tuple[int, int, str], int]] = (
+    weakref.WeakKeyDictionary()
+)
+MAX_EPOCHS_KEPT = 100_000
+
+
+def newest_epoch(store: Any, producer_id: int, partition: int, topic: str) -> int:
+    """(Blocking.) The newest epoch of a producer id whose batches the partition's log
+    remembers (-1: none), from the store's idempotency table (part of the log)."""
+    kept = _EPOCHS.setdefault(store, {})
+    found = kept.get((producer_id, partition, topic))
+    if found is not None:
+        return found
+    if len(kept) > MAX_EPOCHS_KEPT:
+        kept.clear()
+    name = store_producer(producer_id, 0, partition, topic)
+    head, tail = f"k{producer_id}.", name[name.index(".", len(f"k{producer_id}.")) :]
+    newest = -1
+    for known in store.producer_ids():
+        if known.startswith(head) and known.endswith(tail):
+            epoch = known[len(head) : len(known) - len(tail)]
+            if epoch.isdigit():
+                newest = max(newest, int(epoch))
+    kept[producer_id, partition, topic] = newest
+    return newest
+
+
+def check_sequence(store: Any, batch: Any, partition: int, topic: str, producer: str) -> None:
+    """(Blocking.) Refuse a batch Kafka's broker refuses: an epoch older than one the
+    partition has taken, or a sequence that neither repeats a remembered batch nor follows
+    the last one. A producer the table remembers nothing of may start anywhere (its first
+    batch, or one whose batches the table has forgotten)."""
+    epoch = batch.producer_epoch
+    newest = newest_epoch(store, batch.producer_id, partition, topic)
+    if epoch < newest:
+        raise StaleProducerEpoch(
+            f"producer {batch.producer_id} epoch {epoch} is older than epoch {newest}"
+        )
+    _EPOCHS[store][batch.producer_id, partition, topic] = epoch
+    known, last = store.producer_batch(producer, batch.base_sequence)
+    if known or last is None:
+        return  # a retry (answered with its first result), or nothing to follow
+    expected = (last[0] + last[1]) % SEQUENCE_WRAP
+    if batch.base_sequence != expected:
+        raise OutOfOrderSequence(
+            f"sequence {batch.base_sequence} of producer {batch.producer_id} epoch {epoch} "
+            f"does not follow {last[0]} ({last[1]} records): expected {expected}"
+        )
+
+
 def _code(exc: BaseException) -> ErrorCode:
     if isinstance(exc, CorruptBatch):
         return ErrorCode.corrupt_message
@@ -81,6 +151,10 @@ def _code(exc: BaseException) -> ErrorCode:
         return ErrorCode.unsupported_for_message_format
     if isinstance(exc, UnknownPartition):
         return ErrorCode.unknown_topic_or_partition
+    if isinstance(exc, OutOfOrderSequence):
+        return ErrorCode.out_of_order_sequence_number
+    if isinstance(exc, StaleProducerEpoch):
+        return ErrorCode.invalid_producer_epoch
     if isinstance(exc, NotEnoughReplicas):  # the store wrote it; too few copies hold it
         return ErrorCode.not_enough_replicas_after_append
     return error_code(exc)

@@ -8,8 +8,10 @@ built by the compiled builder, with the message's tag and ID as headers.
 
 Data model (docs/KAFKA.md): Kafka key = msgstore key (UTF-8 text: a key that is not is
 refused as INVALID_RECORD), timestamp = born time, value byte for byte (a null value is
-stored as an empty one). Record headers are not stored yet: the record format has no
-column for them; ``msgstore.tag`` and ``msgstore.msg_id`` set the message's tag and ID.
+stored as an empty one), headers stored byte for byte (same order, repeated names and null
+values kept) in the record's headers column. ``msgstore.tag`` and ``msgstore.msg_id`` set the
+message's tag and ID instead of being stored, and every fetched record carries its
+message's ID and tag as those two headers, after its own headers.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import numpy as np
 from aiokafka.record._crecords import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from storage_node.errors import InvalidBatch
-from storage_node.formats.packed import PackedBatch, PackedColumn
+from storage_node.formats.headers import Headers
+from storage_node.formats.packed import PackedBatch, PackedColumn, headers_column
 
 TAG_HEADER = "msgstore.tag"
 MSG_ID_HEADER = "msgstore.msg_id"
@@ -99,19 +102,23 @@ def decode_batch(data: bytes | memoryview) -> IncomingBatch:
     timestamps = np.fromiter((r.timestamp for r in records), np.int64, len(records))
     tags: list[str | None] = [None] * len(records)
     ids: list[str | None] = [None] * len(records)
+    kept: list[list[tuple[str, bytes | None]]] = [[] for _ in records]
     for i, r in enumerate(records):
-        if r.headers:  # rare: only the two headers that name msgstore fields are kept
+        if r.headers:
             for name, value in r.headers:
                 if name == TAG_HEADER and value is not None:
                     tags[i] = value.decode("utf-8", "replace")
                 elif name == MSG_ID_HEADER and value is not None:
                     ids[i] = value.decode("utf-8", "replace")
+                else:
+                    kept[i].append((name, value))
     packed = PackedBatch(
         values=PackedColumn.of_bytes(values),
         keys=PackedColumn.of_bytes(keys),
         tags=PackedColumn.of_text(tags, "tag"),
         msg_ids=PackedColumn.of_text(ids, "message ID"),
         timestamps=timestamps,
+        headers=headers_column(kept),
     )
     return IncomingBatch(packed, producer_id, producer_epoch, base_sequence, max_ts)
 
@@ -124,14 +131,17 @@ def encode_batch(
     values: list[bytes | None],
     tags: list[bytes | None],
     msg_ids: list[bytes | None],
+    stored: list[Headers] | None = None,
 ) -> bytes:
-    """One uncompressed v2 batch of these records (offsets absolute, ascending)."""
+    """One uncompressed v2 batch of these records (offsets absolute, ascending); each
+    record's ``stored`` headers first, then its message ID and tag."""
     builder = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 2**31 - 1)
     deltas = (offsets - base_offset).tolist()
-    for delta, ts, key, value, tag, msg_id in zip(
-        deltas, timestamps.tolist(), keys, values, tags, msg_ids, strict=True
+    own = stored if stored is not None else [()] * len(deltas)
+    for delta, ts, key, value, tag, msg_id, kept in zip(
+        deltas, timestamps.tolist(), keys, values, tags, msg_ids, own, strict=True
     ):
-        headers: list[tuple[str, bytes | None]] = [(MSG_ID_HEADER, msg_id)]
+        headers: list[tuple[str, bytes | None]] = [*kept, (MSG_ID_HEADER, msg_id)]
         if tag is not None:
             headers.append((TAG_HEADER, tag))
         builder.append(delta, ts, key, value, headers)

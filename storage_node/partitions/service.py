@@ -207,6 +207,19 @@ class PartitionService:
                 out.setdefault(t, {}).update(parts)
         return out
 
+    async def delete_offsets(
+        self, group: str, topic: str | None = None, partition: int | None = None
+    ) -> bool:
+        """Forget a group's committed offsets (all, a topic's, or one partition's) in every
+        log this node leads, a replicated one through its log; whether any was there."""
+        found = False
+        in_log = self._logs().offsets_in_log
+        one = topic is not None and partition is not None
+        stores = [self.leader_store(topic, partition)] if one else self.lookup_stores()  # type: ignore[arg-type]
+        for store in stores:
+            found |= await self.in_thread(store.delete_offsets, group, topic, partition, in_log)
+        return found
+
     async def consumer_groups(self) -> set[str]:
         groups: set[str] = set()
         for store in self.lookup_stores():

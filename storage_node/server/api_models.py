@@ -30,7 +30,8 @@ from pydantic import (
 from storage_node.errors import InvalidArgument, InvalidName
 from storage_node.formats.limits import EMPTY_KEY_RULE, MAX_READ_MESSAGES
 from storage_node.formats.names import NAME_PATTERN
-from storage_node.formats.packed import PackedBatch
+from storage_node.formats.packed import PackedBatch, headers_column
+from storage_node.wire.message_json import headers_from_json
 from storage_node.wire.routing_table import check_topic_name
 
 MAX_INT64 = 2**63 - 1
@@ -217,6 +218,8 @@ class MessageIn(Request):
     msg_id: str | None = Field(default=None, description="app-iphex-hour-seq; assigned when absent")
     timestamp: Int64 | None = Field(default=None, description="born time, ms since epoch")
     partition: Annotated[int, Field(ge=0)] | None = None
+    headers: list[list[str | None]] | None = None  # [name, value] pairs, values text or null
+    headers_base64: list[list[str | None]] | None = None  # the same, values base64 or null
 
     @field_validator("key", mode="before")
     @classmethod
@@ -249,6 +252,7 @@ class MessageIn(Request):
     def _one_value(self) -> MessageIn:
         if (self.value is None) == (self.value_base64 is None):
             raise ValueError("needs exactly one of 'value' and 'value_base64'")
+        headers_from_json(self.model_dump())  # malformed headers: ValueError
         return self
 
     def value_bytes(self) -> bytes:
@@ -272,7 +276,7 @@ class Batch(Request):
     def packed(self) -> PackedBatch:
         """The batch as the store's packed columns."""
         items = self.messages
-        return PackedBatch.from_lists(
+        batch = PackedBatch.from_lists(
             [x.value_bytes() for x in items],
             [x.key for x in items],
             [x.tag for x in items],
@@ -280,6 +284,8 @@ class Batch(Request):
             [x.timestamp for x in items],
             partitions=[x.partition for x in items],
         )
+        batch.headers = headers_column([headers_from_json(x.model_dump()) for x in items])
+        return batch
 
 
 class BatchEnvelope(Request):
@@ -390,6 +396,12 @@ class OffsetCommitted(Answer):
     topic: str
     partition: int
     offset: int
+
+
+class OffsetsDeleted(Answer):
+    group: str
+    deleted: bool  # whether the group had any of these offsets
+    unreachable_nodes: list[str]
 
 
 class CommittedOffsets(Answer):

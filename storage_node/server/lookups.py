@@ -15,6 +15,7 @@ from storage_node.errors import Incomplete, NotFound
 from storage_node.server.peer_fanout import peer_documents
 from storage_node.server.runtime import NodeRuntime
 from storage_node.store import Message
+from storage_node.wire.message_json import headers_from_json
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ def message_from_json(doc: dict[str, Any]) -> Message:
         doc["timestamp"],
         doc["store_timestamp"],
         value,
+        headers_from_json(doc),
     )
 
 

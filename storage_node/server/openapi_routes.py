@@ -168,6 +168,7 @@ SCOPE = Param(
     {"type": "string", "enum": ["cluster", "local"]},
     "cluster (default): merge the answers of every node; local: this node only",
 )
+ONE_PARTITION = _bounded("partition", 0, MAX_PARTITIONS - 1, "only this partition (with topic)")
 FILE_KIND = Param("kind", "path", {"type": "string", "enum": ["segment", "key_index"]}, "file kind")
 FILE_NAME = _name("name", "path", "file name")
 LOG = _name("log", "query", "a replicated log this node leads (default: see ENGINE_API.md)")
@@ -371,6 +372,14 @@ ROUTES: tuple[Route, ...] = (
         {"200": Reply("offsets", m.CommittedOffsets)},
         ("400", "404", "503", "401"),
         params=(GROUP, _name("topic", "query", "only this topic"), SCOPE),
+    ),
+    Route(
+        "delete",
+        "/v1/consumer-groups/{group}/offsets",
+        "forget a group's committed offsets: all, a topic's, or one partition's",
+        {"200": Reply("deleted", m.OffsetsDeleted)},
+        ("400", "404", "421", "503", *WRITE_AUTH),
+        params=(GROUP, _name("topic", "query", "only this topic"), ONE_PARTITION, SCOPE),
     ),
     Route(
         "get",

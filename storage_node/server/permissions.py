@@ -124,6 +124,14 @@ PERMISSIONS: dict[tuple[str, str], Permission] = {
             Need(READ, TOPIC, From.QUERY, "topic", optional=True),
         ),
     ),
+    ("DELETE", "/v1/consumer-groups/{group}/offsets"): Permission(
+        Kind.RESOURCE,
+        (
+            Need(DELETE, GROUP, P, "group"),
+            Need(READ, TOPIC, From.QUERY, "topic", optional=True),
+        ),
+        changes=True,
+    ),
     # cluster and admin
     ("GET", "/v1/cluster"): ANY,  # the routes of the topics the principal may describe
     ("GET", "/v1/admin/files"): CLUSTER_READ,

@@ -11,8 +11,8 @@ from storage_node.errors import InvalidArgument
 from storage_node.replication.shipping import H_COPIES
 from storage_node.server.api_models import OffsetCommit, parse
 from storage_node.server.app_keys import principal_of, runtime_of
-from storage_node.server.params import group_param, json_body, scope_param
-from storage_node.server.peer_fanout import peer_documents
+from storage_node.server.params import group_param, json_body, query_int, scope_param
+from storage_node.server.peer_fanout import ask_peers, peer_documents
 from storage_node.server.routes_topics import get_topic_config
 from storage_node.server.runtime import NodeRuntime
 from storage_node.wire.routing_table import check_topic_name
@@ -68,6 +68,35 @@ async def group_offsets(
     return offsets, unreachable
 
 
+async def delete_offsets(request: web.Request) -> web.Response:
+    """Forget a group's committed offsets: all of them, a topic's (``topic``) or one
+    partition's (``topic`` and ``partition``), on every node (``scope`` cluster, the
+    default) or in the logs led here (``local``). ``deleted``: whether any was there."""
+    rt = runtime_of(request)
+    group = group_param(request)
+    scope = scope_param(request)
+    topic = request.query.get("topic") or None
+    partition = query_int(request, "partition", None, 0, 2**31 - 1)
+    if partition is not None and topic is None:
+        raise InvalidArgument("a partition needs its topic")
+    if topic is not None:
+        check_topic_name(topic)
+        cfg = await get_topic_config(rt, topic)
+        if partition is not None and partition >= cfg.partitions:
+            raise InvalidArgument(f"partition {partition} does not exist in topic {topic!r}")
+    deleted = await rt.partitions.delete_offsets(group, topic, partition)
+    unreachable: list[str] = []
+    if scope == "cluster" and partition is None:
+        params = {"scope": "local"} | ({"topic": topic} if topic else {})
+        path = f"/v1/consumer-groups/{quote(group, safe='')}/offsets"
+        for peer_id, answer in await ask_peers(rt, "DELETE", path, params):
+            if isinstance(answer, BaseException):
+                unreachable.append(peer_id)
+            elif answer is not None:
+                deleted |= bool(answer.get("deleted"))
+    return web.json_response({"group": group, "deleted": deleted, "unreachable_nodes": unreachable})
+
+
 async def list_groups(request: web.Request) -> web.Response:
     rt = runtime_of(request)
     groups, unreachable = await all_groups(rt, scope_param(request))
@@ -92,3 +121,4 @@ def register(app: web.Application) -> None:
     app.router.add_get("/v1/consumer-groups", list_groups)
     app.router.add_post("/v1/consumer-groups/{group}/offsets", commit_offset)
     app.router.add_get("/v1/consumer-groups/{group}/offsets", committed_offsets)
+    app.router.add_delete("/v1/consumer-groups/{group}/offsets", delete_offsets)

@@ -32,6 +32,7 @@ from storage_node.wire.batch_codec import decode_packed
 from storage_node.wire.fetch_codec import encode_fetch_answer
 from storage_node.wire.message_json import message_to_json, results_json
 from storage_node.wire.read_answer import (
+    accepts_headers,
     accepts_read_columns,
     encode_read_answer,
     read_answer_parts,
@@ -157,6 +158,7 @@ async def read_partition(request: web.Request) -> web.StreamResponse:
     tag = request.query.get("tag") or None
     wait_ms = query_int(request, "wait_ms", 0, 0, MAX_WAIT_MS)
     binary = accepts_read_columns(request.headers.get("Accept"))
+    with_headers = accepts_headers(request.headers.get("Accept"))
     found = [0]
     ended = [False]
 
@@ -182,7 +184,7 @@ async def read_partition(request: web.Request) -> web.StreamResponse:
                 topic, partition, start, max_messages=max_messages, max_bytes=max_bytes, tag=tag
             )
             past = past_end_time(batch.next_offset, fence, end)
-            return b"".join(_binary_answer(batch, end_time, found, past))
+            return b"".join(_binary_answer(batch, end_time, found, past, with_headers))
         result = store.read(
             topic, partition, start, max_messages=max_messages, max_bytes=max_bytes, tag=tag
         )
@@ -235,6 +237,7 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     # another node has a store of its own here
     groups = rt.partitions.stores_for(topic, positions)
     binary = accepts_read_columns(request.headers.get("Accept"))
+    with_headers = accepts_headers(request.headers.get("Accept"))
 
     def work() -> tuple[int, dict[int, ReadBatch], bytes]:
         # one pass over each log for its partitions: a frame holds rows of several of them;
@@ -247,7 +250,7 @@ async def fetch(request: web.Request) -> web.StreamResponse:
         body = b""
         if binary:
             body = encode_fetch_answer(
-                {p: _binary_answer(pg, None, [0]) for p, pg in pages.items()}
+                {p: _binary_answer(pg, None, [0], False, with_headers) for p, pg in pages.items()}
             )
         return sum(map(len, pages.values())), pages, body
 
@@ -298,7 +301,11 @@ def _fetch_args(
 
 
 def _binary_answer(
-    batch: ReadBatch, end_time: int | None, found: list[int], end_reached: bool = False
+    batch: ReadBatch,
+    end_time: int | None,
+    found: list[int],
+    end_reached: bool = False,
+    with_headers: bool = False,
 ) -> list[bytes | bytearray | memoryview]:
     """The binary read framing of a columnar read as its pieces (joined by the caller), cut
     before the first message stored after ``end_time`` (when given): array operations
@@ -324,6 +331,7 @@ def _binary_answer(
         blobs=(batch.keys.blob, batch.tags.blob, batch.msg_ids.blob, batch.values.blob),
         next_offset=next_offset,
         end_reached=end_reached,
+        headers=batch.headers if with_headers else None,
     )
 
 
@@ -382,7 +390,13 @@ async def lookup_key(request: web.Request) -> web.StreamResponse:
     messages, limit_reached, unreachable = found.messages, found.limit_reached, found.unreachable
     if binary:
         meta = {"unreachable_nodes": unreachable} if unreachable else None
-        body = encode_read_answer(messages, None, limit_reached=limit_reached, meta=meta)
+        body = encode_read_answer(
+            messages,
+            None,
+            limit_reached=limit_reached,
+            meta=meta,
+            with_headers=accepts_headers(request.headers.get("Accept")),
+        )
         return await _answer(request, body)
     return await _answer(
         request,

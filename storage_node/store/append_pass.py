@@ -249,6 +249,7 @@ class AppendPass:
             ids,
             batch.values,
             batches=producers,
+            headers=batch.headers,
         )
         frame_pos = self.log.append(encoded.pieces, encoded.frame_sizes)
         positions = encoded.row_offsets + int(frame_pos[0])

@@ -15,7 +15,7 @@ from typing import Any
 
 from storage_node.errors import InvalidArgument, InvalidBatch
 from storage_node.formats.names import check_name
-from storage_node.formats.packed import ListBatch, PackedBatch, check_list_shapes
+from storage_node.formats.packed import ListBatch, PackedBatch, check_list_shapes, headers_column
 from storage_node.formats.record import MAX_PRODUCER_BYTES
 from storage_node.store.arguments import check_int
 from storage_node.store.batches import Ticket, check_batch_size
@@ -66,6 +66,12 @@ class Appends:
         values, keys, tags, msg_ids, timestamps, partitions = (
             list(c) for c in zip(*map(_FIELDS, messages), strict=True)
         )
+        headers = [m.headers for m in messages]
+        if any(headers):  # messages with headers: packed here, with their headers column
+            cfg = self._start(topic, producer_id, sequence)
+            batch = PackedBatch.from_lists(values, keys, tags, msg_ids, timestamps, partitions)
+            batch.headers = headers_column(headers)
+            return self._queue(cfg, batch, producer_id, sequence, partitions_allowed).results()
         return self.append_columns(
             topic,
             values,

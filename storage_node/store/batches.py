@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from storage_node.errors import InvalidArgument, InvalidBatch, MessageTooLarge, NotOwner
+from storage_node.formats.headers import check_headers_column
 from storage_node.formats.limits import EMPTY_KEY_RULE
 from storage_node.formats.message_id import MessageId, parse_canonical_msg_id
 from storage_node.formats.packed import ListBatch, PackedBatch, PackedColumn, filled
@@ -156,6 +157,10 @@ def prepare(
         (batch.msg_ids, "message ID", MAX_MSG_ID_BYTES),
     ):
         check_text(column, n, what, most)
+    if batch.headers is not None:
+        if len(batch.headers.lens) != n:
+            raise InvalidBatch(f"headers must have one entry per message ({n})")
+        check_headers_column(batch.headers.blob, batch.headers.lens)
     if not batch.keys.absent():
         empty = np.flatnonzero(batch.keys.lens == 0)
         if len(empty):

@@ -40,6 +40,7 @@ from storage_node.formats.record import (
     MAGIC,
     ROW,
     ROW_DTYPE,
+    ROW_HEADERS,
     ROW_KEY,
     ROW_TAG,
     frame_offset_of_row,
@@ -399,6 +400,8 @@ def _decode_chunk(chunk: Chunk, rows: Rows, tag: bytes | None) -> tuple[ReadBatc
     toff = recs["toff"].astype(np.int64)
     ioff = recs["ioff"].astype(np.int64)
     voff = recs["voff"].astype(np.int64)
+    with_headers = bool((recs["flags"] & ROW_HEADERS).any())
+    hlen = np.where(recs["flags"] & ROW_HEADERS, recs["hlen"], 0).astype(np.int64)
     bad = (
         (recs["index"] >= chunk.frame_count[fid])
         | ~chunk.topic_ok[fid]
@@ -407,7 +410,7 @@ def _decode_chunk(chunk: Chunk, rows: Rows, tag: bytes | None) -> tuple[ReadBatc
         | (koff + klen > fl)
         | (toff + tlen > fl)
         | (ioff + ilen > fl)
-        | (voff + vlen > fl)
+        | (voff + vlen + hlen > fl)
     )
     first_bad: int | None = None
     sel: slice | np.ndarray = slice(None)
@@ -428,6 +431,11 @@ def _decode_chunk(chunk: Chunk, rows: Rows, tag: bytes | None) -> tuple[ReadBatc
     fst, recs = fst[sel], recs[sel]
     klen, tlen, ilen, vlen = klen[sel], tlen[sel], ilen[sel], vlen[sel]
     data = memoryview(chunk.span.data)
+    headers = None
+    if with_headers:  # each record's headers follow its value
+        hlen = hlen[sel]
+        hstart = fst + voff[sel] + vlen
+        headers = PackedColumn(gather(arr, data, hstart, hlen), hlen)
     batch = ReadBatch(
         rows.topic,
         rows.partition,
@@ -439,5 +447,6 @@ def _decode_chunk(chunk: Chunk, rows: Rows, tag: bytes | None) -> tuple[ReadBatc
         PackedColumn(gather(arr, data, fst + ioff[sel], ilen), ilen),
         PackedColumn(gather(arr, data, fst + voff[sel], vlen), vlen),
         0,
+        headers,
     )
     return batch, first_bad

@@ -47,6 +47,15 @@ class ConsumerGroups:
         self.check(group, topic, partition, offset)
         self.offsets.commit(group, topic, int(partition), offset)
 
+    def check_delete(self, group: str, topic: str | None, partition: int | None) -> None:
+        """Refuse a bad deletion before anything is written (names, the partition)."""
+        self.check_open()
+        check_name("group", group)
+        if topic is not None and partition is not None:
+            self.partition(topic, partition)
+        elif topic is not None:
+            check_name("topic", topic)
+
     def groups(self) -> list[str]:
         return sorted(self.offsets.get_groups())
 

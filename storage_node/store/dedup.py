@@ -1,7 +1,10 @@
 """Idempotent batches: the first answer of every recent (producer_id, sequence).
 
 The records of a batch carry its producer id and sequence, so the table is rebuilt from the
-log after a crash; the checkpoint also saves it to ``producers.json``.
+log after a crash; the checkpoint also saves it to ``producers.json``. ``last`` keeps, per
+producer id, the highest sequence remembered and its batch's record count, so a front end
+that requires gap-free sequences (Kafka's idempotent producers) can check the next one; a
+producer whose batches were all forgotten has no entry.
 """
 
 from __future__ import annotations
@@ -29,11 +32,25 @@ class DedupTable:
         self.results = 0
         self.dirty = False
         self._replayed: set[tuple[str, int]] = set()  # batches rebuilt by the current replay
+        self.last: dict[str, int] = {}  # producer id -> highest sequence remembered
         if os.path.exists(path):
             with open(path, "rb") as fh:
                 for pid, seq, results in json.loads(fh.read()):
                     self.batches[(pid, seq)] = [list(c) for c in zip(*results, strict=True)]
                     self.results += len(results)
+                    self._note(pid, seq)
+
+    def _note(self, producer_id: str, sequence: int) -> None:
+        if sequence >= self.last.get(producer_id, -1):
+            self.last[producer_id] = sequence
+
+    def last_batch(self, producer_id: str) -> tuple[int, int] | None:
+        """(sequence, record count) of the producer's highest remembered batch."""
+        seq = self.last.get(producer_id)
+        if seq is None:
+            return None
+        found = self.batches.get((producer_id, seq))
+        return None if found is None else (seq, _count(found))
 
     def get(self, producer_id: str, sequence: int) -> AppendColumns | None:
         found = self.batches.get((producer_id, sequence))
@@ -47,8 +64,12 @@ class DedupTable:
         self.batches[(producer_id, sequence)] = results
         self.results += len(results)
         self.dirty = True
+        self._note(producer_id, sequence)
         while len(self.batches) > MAX_BATCHES or self.results > MAX_RESULTS:
-            self.results -= _count(self.batches.popitem(last=False)[1])
+            (pid, seq), gone = self.batches.popitem(last=False)
+            self.results -= _count(gone)
+            if self.last.get(pid) == seq:
+                del self.last[pid]
 
     def extend(
         self, producer_id: str, sequence: int, partition: int, offset: int, msg_id: str
@@ -71,6 +92,7 @@ class DedupTable:
         found[2].append(msg_id)
         self.results += 1
         self.dirty = True
+        self._note(producer_id, sequence)
 
     def end_replay(self) -> None:
         """Recovery is over: later answers come from appends."""

@@ -26,11 +26,19 @@ from storage_node.formats.frame_walker import FrameHeader, walk_frames
 from storage_node.formats.keyhash import key_hashes
 from storage_node.formats.message_id import MessageId, numbered_ids, parse_msg_id
 from storage_node.formats.queue_index import ENTRY_DTYPE, QueueIndex, tag_hash
-from storage_node.formats.record import FLAG_PRODUCER, FRAME_SIZE, ROW, ROW_DTYPE, ROW_KEY, ROW_TAG
+from storage_node.formats.record import (
+    FLAG_PRODUCER,
+    FRAME_SIZE,
+    ROW,
+    ROW_DTYPE,
+    ROW_HEADERS,
+    ROW_KEY,
+    ROW_TAG,
+)
 from storage_node.store.dedup import DedupTable
 from storage_node.store.key_index_set import KeyIndexSet
 from storage_node.store.msg_id_index import MsgIdIndexes
-from storage_node.store.offsets import OFFSETS_TOPIC, OffsetStore, commits_in
+from storage_node.store.offsets import DELETED, OFFSETS_TOPIC, OffsetStore, commits_in
 from storage_node.store.queues import PartitionQueues
 from storage_node.store.topics import TopicRegistry
 from storage_node.store.types import AppendColumns
@@ -196,6 +204,8 @@ class Indexer:
         entries = np.zeros(total, dtype=ENTRY_DTYPE)
         entries["pos"] = positions
         entries["size"] = ROW + klen + rows["taglen"] + idlen + rows["vlen"]
+        if (rows["flags"] & ROW_HEADERS).any():  # headers follow their values
+            entries["size"] += np.where(rows["flags"] & ROW_HEADERS, rows["hlen"], 0)
         tagged = np.flatnonzero(rows["flags"] & ROW_TAG)
         if len(tagged):  # tags are hashed one by one (few batches carry them)
             in_frame = np.searchsorted(heads, tagged, side="right") - 1
@@ -225,8 +235,12 @@ class Indexer:
         wins), those of topics no longer held skipped."""
         for frame, _pos, _header in frames:
             for group, topic, partition, offset in commits_in(frame):
-                held = self.topics is None or topic in self.topics.topics
-                if self.offsets is not None and held:
+                held = self.topics is None or topic is None or topic in self.topics.topics
+                if self.offsets is None or not held:
+                    continue
+                if offset == DELETED:
+                    self.offsets.delete(group, topic, partition)
+                elif topic is not None and partition is not None:
                     self.offsets.commit(group, topic, partition, offset)
         return sum(h.count for _f, _p, h in frames)
 

@@ -3,6 +3,8 @@
 A replicated log also writes each commit into the log as a record of ``OFFSETS_TOPIC``
 (``commit_frames``): copies apply it as they index the bytes (``commits_in``), recovery
 applies it again on replay, so a failover's new leader holds every acknowledged commit.
+A deletion of a group's offsets travels the same way, as a commit of offset ``DELETED``
+whose topic and partition may be null (every topic, every partition of the topic).
 """
 
 from __future__ import annotations
@@ -21,9 +23,12 @@ from storage_node.formats.record import EncodedBatch, decode_frame, encode_frame
 # No topic can be named so (``~`` breaks the name rule): its records are never indexed,
 # listed or read as messages.
 OFFSETS_TOPIC = "~offsets"
+DELETED = -1  # the offset of a logged deletion
 
 
-def commit_frames(group: str, topic: str, partition: int, offset: int, now_ms: int) -> EncodedBatch:
+def commit_frames(
+    group: str, topic: str | None, partition: int | None, offset: int, now_ms: int
+) -> EncodedBatch:
     """One offset commit as a one-record batch of ``OFFSETS_TOPIC`` for the log."""
     value = json.dumps([group, topic, partition, offset]).encode()
     none = PackedColumn.of_bytes([None])
@@ -34,12 +39,20 @@ def commit_frames(group: str, topic: str, partition: int, offset: int, now_ms: i
     )  # fmt: skip
 
 
-def commits_in(frame: bytes | memoryview) -> list[tuple[str, str, int, int]]:
-    """The (group, topic, partition, offset) commits of one ``OFFSETS_TOPIC`` frame."""
+def commits_in(frame: bytes | memoryview) -> list[tuple[str, str | None, int | None, int]]:
+    """The (group, topic, partition, offset) commits of one ``OFFSETS_TOPIC`` frame
+    (offset DELETED: a deletion, topic and partition None for all)."""
     commits = []
     for _row, record in decode_frame(frame):
         group, topic, partition, offset = json.loads(record.value)
-        commits.append((str(group), str(topic), int(partition), int(offset)))
+        commits.append(
+            (
+                str(group),
+                None if topic is None else str(topic),
+                None if partition is None else int(partition),
+                int(offset),
+            )
+        )
     return commits
 
 
@@ -65,6 +78,32 @@ class OffsetStore:
                 os.path.join(self.root, group_file_name(group)),
                 json.dumps(data, sort_keys=True).encode(),
             )
+
+    def delete(self, group: str, topic: str | None = None, partition: int | None = None) -> bool:
+        """Forget a group's offsets: all of them, a topic's, or one partition's; whether any
+        was there (a group left with none is removed, as ``drop_topic`` does)."""
+        with self._lock:
+            g = self.groups.get(group)
+            if g is None:
+                return False
+            if topic is None:
+                found = bool(g)
+                g.clear()
+            elif partition is None:
+                found = g.pop(topic, None) is not None
+            else:
+                found = g.get(topic, {}).pop(partition, None) is not None
+                if topic in g and not g[topic]:
+                    del g[topic]
+            path = os.path.join(self.root, group_file_name(group))
+            if g:
+                data = {t: {str(p): o for p, o in ps.items()} for t, ps in g.items()}
+                atomic_write(path, json.dumps(data, sort_keys=True).encode())
+            else:
+                del self.groups[group]
+                remove_file(path)
+                fsync_dir(self.root)
+            return found
 
     def get_groups(self) -> list[str]:
         with self._lock:

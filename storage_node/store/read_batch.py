@@ -12,6 +12,7 @@ from itertools import repeat
 
 import numpy as np
 
+from storage_node.formats.headers import Headers, headers_list
 from storage_node.formats.packed import PackedColumn, concat_columns
 from storage_node.store.types import Message
 
@@ -23,6 +24,8 @@ class ReadBatch:
     ``offsets``, ``timestamps`` (born ms) and ``store_timestamps`` are int64 arrays; the
     four byte columns are PackedColumns (``lens`` int64, -1 = absent key or tag; message
     IDs and values are always present). ``next_offset`` is where the next read continues.
+    ``headers`` holds each message's headers (``formats/headers.py``'s byte string, 0 bytes
+    for none); None when no message of the batch has any.
     """
 
     topic: str
@@ -35,6 +38,7 @@ class ReadBatch:
     msg_ids: PackedColumn
     values: PackedColumn
     next_offset: int
+    headers: PackedColumn | None = None
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -64,7 +68,14 @@ class ReadBatch:
             _head(self.msg_ids, k),
             _head(self.values, k),
             self.next_offset,
+            None if self.headers is None else _head(self.headers, k),
         )
+
+    def header_lists(self) -> list[Headers]:
+        """Every message's headers (``()`` for none)."""
+        if self.headers is None:
+            return [()] * len(self)
+        return headers_list(self.headers.blob, self.headers.lens)
 
     def messages(self) -> list[Message]:
         """The engine's ``Message`` objects (for JSON answers and record-shaped callers)."""
@@ -83,6 +94,7 @@ class ReadBatch:
                 self.timestamps.tolist(),
                 self.store_timestamps.tolist(),
                 self.values.to_list(),
+                self.header_lists(),
             )
         )
 
@@ -103,6 +115,18 @@ def concat_batches(parts: list[ReadBatch], next_offset: int) -> ReadBatch:
         concat_columns([p.msg_ids for p in parts]),
         concat_columns([p.values for p in parts]),
         next_offset,
+        _concat_headers(parts),
+    )
+
+
+def _concat_headers(parts: list[ReadBatch]) -> PackedColumn | None:
+    if all(p.headers is None for p in parts):
+        return None
+    return concat_columns(
+        [
+            PackedColumn(b"", np.zeros(len(p), np.int64)) if p.headers is None else p.headers
+            for p in parts
+        ]
     )
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import numpy as np
 
 from storage_node.errors import CorruptData, InvalidArgument, NotFound, OffsetOutOfRange
+from storage_node.formats.headers import decode_headers
 from storage_node.formats.keyhash import key_hash
 from storage_node.formats.limits import MAX_LOOKUP, MAX_READ_MESSAGES
 from storage_node.formats.message_id import parse_msg_id
@@ -40,6 +41,7 @@ def to_message(rec: Record) -> Message:
         rec.born_ms,
         rec.store_ms,
         rec.value,
+        decode_headers(rec.headers) if rec.headers else (),
     )
 
 

@@ -33,7 +33,7 @@ from storage_node.store.directory_lock import DirectoryLock
 from storage_node.store.group_commit import GroupCommit
 from storage_node.store.log_surface import LogSurface
 from storage_node.store.maintenance import Maintenance
-from storage_node.store.offsets import OffsetStore, commit_frames
+from storage_node.store.offsets import DELETED, OffsetStore, commit_frames
 from storage_node.store.parts import Parts, Shared
 from storage_node.store.pools import LazyPool
 from storage_node.store.read_batch import ReadBatch
@@ -342,6 +342,40 @@ class Store(LogSurface):
                 positions = self.log.append(batch.pieces, batch.frame_sizes)
             self.log.wait_durable(int(positions[-1] + batch.frame_sizes[-1]))
         self.groups.commit(group, topic, partition, offset)
+
+    def delete_offsets(
+        self,
+        group: str,
+        topic: str | None = None,
+        partition: int | None = None,
+        in_log: bool = False,
+    ) -> bool:
+        """Forget a group's committed offsets (all, a topic's, or one partition's); whether
+        any was there. ``in_log`` as for ``commit_offset``: copies forget them too."""
+        self.groups.check_delete(group, topic, partition)
+        if not self.groups.offsets.get(group, topic):
+            return False
+        if in_log:
+            now_ms = max(int(time.time() * 1000), self.last_store_ms)
+            batch = commit_frames(group, topic, partition, DELETED, now_ms)
+            self.resume_after_write_error()
+            with self._lock:
+                positions = self.log.append(batch.pieces, batch.frame_sizes)
+            self.log.wait_durable(int(positions[-1] + batch.frame_sizes[-1]))
+        return self.groups.offsets.delete(group, topic, partition)
+
+    def producer_batch(
+        self, producer_id: str, sequence: int
+    ) -> tuple[bool, tuple[int, int] | None]:
+        """What the idempotency table remembers of a producer: whether (producer_id,
+        sequence) was appended, and (sequence, record count) of its highest batch (None:
+        nothing remembered). The table is part of the log (recovery and copies rebuild it)."""
+        table = self.dedup
+        return (producer_id, sequence) in table.batches, table.last_batch(producer_id)
+
+    def producer_ids(self) -> list[str]:
+        """Every producer id the idempotency table remembers a batch of."""
+        return list(self.dedup.last)
 
     def consumer_groups(self) -> list[str]:
         """Names of the groups with an offset committed on this node."""

@@ -26,6 +26,7 @@ class MessageIn:
     msg_id: str | None = None  # app-iphex-hour-seq; assigned by the node when None
     timestamp: int | None = None  # born time, ms since epoch; store time when None
     partition: int | None = None  # by partition_for_key(key), else round-robin, when None
+    headers: Sequence[tuple[str, bytes | None]] = ()  # in order; names may repeat
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class Message:
     timestamp: int  # born ms
     store_timestamp: int  # ms when the node stored it
     value: bytes
+    headers: tuple[tuple[str, bytes | None], ...] = ()  # byte for byte as produced
 
 
 @dataclass(frozen=True, slots=True)

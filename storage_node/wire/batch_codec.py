@@ -15,13 +15,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from storage_node.errors import InvalidBatch
-from storage_node.formats.packed import PackedBatch, PackedColumn
+from storage_node.formats.headers import Headers, check_headers_column, headers_list
+from storage_node.formats.packed import PackedBatch, PackedColumn, headers_column
 
 CONTENT_TYPE = "application/x-msgstore-batch"
 MAGIC = b"MSB1"
 HEADER = struct.Struct("<4sIqHH")  # magic, count, sequence, producer id length, flags
 MAX_MESSAGES = 1_000_000
 ABSENT = -1  # the length of a field a message does not have (no key, no tag, ...)
+# flags: the batch carries a headers column (a length column after the value lengths and a
+# blob of formats/headers.py byte strings after the values); a batch without headers sets
+# no flag, so nodes from before headers existed take it as they always did
+FLAG_HEADERS = 1
 
 
 @dataclass
@@ -36,6 +41,7 @@ class DecodedBatch:
     partitions: list[int | None]
     producer_id: str | None
     sequence: int | None
+    headers: list[Headers] | None = None
 
     def __len__(self) -> int:
         return len(self.values)
@@ -56,8 +62,10 @@ def encode_batch(
     partitions: Sequence[int | None] | None = None,
     producer_id: str | None = None,
     sequence: int | None = None,
+    headers: Sequence[Sequence[tuple[str, bytes | None]]] | None = None,
 ) -> bytes:
-    """Frame one batch. Columns left out mean 'not given' for every message."""
+    """Frame one batch. Columns left out mean 'not given' for every message; ``headers``:
+    each message's (name, value) pairs."""
     count = len(values)
     none_column: list[bytes | None] = [None] * count
 
@@ -82,10 +90,14 @@ def encode_batch(
     ):
         if column is not None and len(column) != count:
             raise InvalidBatch(f"column {name} has {len(column)} entries for {count} values")
+    if headers is not None and len(headers) != count:
+        raise InvalidBatch(f"column headers has {len(headers)} entries for {count} values")
+    packed = headers_column(headers) if headers is not None else None
     pid = (producer_id or "").encode("utf-8")
     key_b, tag_b, id_b = text_column(keys), text_column(tags), text_column(msg_ids)
+    flags = FLAG_HEADERS if packed is not None else 0
     parts = [
-        HEADER.pack(MAGIC, count, ABSENT if sequence is None else sequence, len(pid), 0),
+        HEADER.pack(MAGIC, count, ABSENT if sequence is None else sequence, len(pid), flags),
         pid,
         int_column(partitions, "<i4"),
         int_column(timestamps, "<i8"),
@@ -98,6 +110,9 @@ def encode_batch(
         b"".join(i for i in id_b if i is not None),
         b"".join(values),
     ]
+    if packed is not None:
+        parts.insert(8, np.maximum(packed.lens, 0).astype("<i4").tobytes())
+        parts.append(bytes(packed.blob))
     return b"".join(parts)
 
 
@@ -132,12 +147,13 @@ def decode_packed(body: bytes) -> tuple[PackedBatch, str | None, int | None]:
     magic, count, sequence, pid_len, flags = HEADER.unpack_from(body, 0)
     if magic != MAGIC:
         raise InvalidBatch(f"bad batch magic {magic!r}, expected {MAGIC!r}")
-    if flags != 0:
+    if flags & ~FLAG_HEADERS:
         raise InvalidBatch(f"unknown batch flags {flags:#x}")
+    with_headers = bool(flags & FLAG_HEADERS)
     if count > MAX_MESSAGES:
         raise InvalidBatch(f"batch holds {count} messages, at most {MAX_MESSAGES} allowed")
     pos = HEADER.size
-    arrays_size = pid_len + count * (4 + 8 + 4 * 4)
+    arrays_size = pid_len + count * (4 + 8 + 4 * 4 + 4 * with_headers)
     if len(body) < pos + arrays_size:
         raise InvalidBatch("batch truncated inside its column arrays")
     try:
@@ -156,6 +172,7 @@ def decode_packed(body: bytes) -> tuple[PackedBatch, str | None, int | None]:
     timestamps = column("<i8", 8)
     key_lens, tag_lens, id_lens = column("<i4", 4), column("<i4", 4), column("<i4", 4)
     value_lens = column("<i4", 4)
+    header_lens = column("<i4", 4) if with_headers else None
     if count and (value_lens < 0).any():
         raise InvalidBatch("every message needs a value (value length -1 found)")
     if count and ((partitions < ABSENT).any() or (timestamps < ABSENT).any()):
@@ -169,6 +186,16 @@ def decode_packed(body: bytes) -> tuple[PackedBatch, str | None, int | None]:
             raise InvalidBatch("batch truncated inside its data blobs")
         columns.append(PackedColumn(body[pos : pos + size], lens))
         pos += size
+    headers = None
+    if header_lens is not None:
+        if count and (header_lens < 0).any():
+            raise InvalidBatch("header lengths must be >= 0")
+        size = int(header_lens.sum()) if count else 0
+        if pos + size > len(body):
+            raise InvalidBatch("batch truncated inside its headers")
+        headers = PackedColumn(body[pos : pos + size], header_lens)
+        check_headers_column(headers.blob, headers.lens)
+        pos += size
     if pos != len(body):
         raise InvalidBatch(f"{len(body) - pos} unexpected bytes after the batch")
     if (producer_id is None) != (sequence < 0):
@@ -180,6 +207,7 @@ def decode_packed(body: bytes) -> tuple[PackedBatch, str | None, int | None]:
         msg_ids=columns[2],
         timestamps=timestamps if count and (timestamps >= 0).any() else None,
         partitions=partitions if count and (partitions >= 0).any() else None,
+        headers=headers,
     )
     return batch, producer_id, None if sequence < 0 else sequence
 
@@ -199,4 +227,7 @@ def decode_batch(body: bytes) -> DecodedBatch:
         partitions=[None if p < 0 else p for p in parts],
         producer_id=producer_id,
         sequence=sequence,
+        headers=None
+        if batch.headers is None
+        else headers_list(batch.headers.blob, batch.headers.lens),
     )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import binascii
+from collections.abc import Sequence
 from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
@@ -101,7 +103,54 @@ def message_to_json(message: Any) -> dict[str, Any]:
         "store_timestamp": message.store_timestamp,
     }
     doc.update(value_json(message.value))
+    headers = getattr(message, "headers", ())
+    if headers:
+        doc.update(headers_json(headers))
     return doc
+
+
+def headers_json(headers: Sequence[tuple[str, bytes | None]]) -> dict[str, Any]:
+    """A message's headers as the JSON shapes carry them, by the values' rule: ``headers``
+    (a list of [name, value] pairs, value text or null) when every value is UTF-8 text, else
+    ``headers_base64`` (the same pairs, every value base64)."""
+    try:
+        return {"headers": [[k, None if v is None else v.decode("utf-8")] for k, v in headers]}
+    except UnicodeDecodeError:
+        return {
+            "headers_base64": [
+                [k, None if v is None else base64.b64encode(v).decode("ascii")] for k, v in headers
+            ]
+        }
+
+
+def headers_from_json(doc: dict[str, Any]) -> tuple[tuple[str, bytes | None], ...]:
+    """The headers of a JSON message (``headers`` or ``headers_base64``; none when
+    neither); ValueError naming what is wrong."""
+    text, b64 = doc.get("headers"), doc.get("headers_base64")
+    if text is not None and b64 is not None:
+        raise ValueError("give 'headers' or 'headers_base64', not both")
+    pairs = text if text is not None else b64
+    if pairs is None:
+        return ()
+    if not isinstance(pairs, list):
+        raise ValueError("headers must be a list of [name, value] pairs")
+    out: list[tuple[str, bytes | None]] = []
+    for pair in pairs:
+        if not isinstance(pair, list | tuple) or len(pair) != 2 or not isinstance(pair[0], str):
+            raise ValueError("a header is a [name, value] pair with a string name")
+        name, value = pair
+        if value is None:
+            out.append((name, None))
+        elif not isinstance(value, str):
+            raise ValueError(f"the value of header {name!r} must be a string or null")
+        elif b64 is not None:
+            try:
+                out.append((name, base64.b64decode(value, validate=True)))
+            except (binascii.Error, ValueError):
+                raise ValueError(f"the value of header {name!r} is not valid base64") from None
+        else:
+            out.append((name, value.encode("utf-8")))
+    return tuple(out)
 
 
 FILE_INFO_FIELDS = ("kind", "state", "name", "size", "stored_size", "begin_ms", "end_ms")

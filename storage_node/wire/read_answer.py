@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 
 from storage_node.errors import CorruptData, InvalidArgument
+from storage_node.formats.headers import Headers, headers_list
+from storage_node.formats.packed import PackedColumn, headers_column
 from storage_node.wire.batch_codec import ABSENT, CONTENT_TYPE, MAX_MESSAGES, lengths_of, split_text
 
 # The answer of a read or key lookup in the same columnar style (second section of
@@ -26,7 +28,11 @@ READ_MAGIC = b"MSR1"
 READ_HEADER = struct.Struct("<4sIqII")  # magic, count, next offset, flags, meta length
 FLAG_END_REACHED = 1  # a read with end_time stopped at a later message
 FLAG_LIMIT_REACHED = 2  # a key lookup found more than it answers
-_KNOWN_FLAGS = FLAG_END_REACHED | FLAG_LIMIT_REACHED
+# a message has headers: a headers length column follows the value lengths, and the headers
+# blob (formats/headers.py's byte string per message) the values; answers without headers
+# do not set it, so readers from before headers existed read them as they always did
+FLAG_HEADERS = 4
+_KNOWN_FLAGS = FLAG_END_REACHED | FLAG_LIMIT_REACHED | FLAG_HEADERS
 _ROW_BYTES = 3 * 8 + 5 * 4  # offsets, born and store times; partitions and four lengths
 MAX_META_BYTES = 1024 * 1024
 
@@ -50,6 +56,19 @@ def accepts_read_columns(accept: str | None) -> bool:
         quality[media.lower()] = max(q, quality.get(media.lower(), 0.0))
     ours = quality.get(CONTENT_TYPE, 0.0)
     return ours > 0 and ours >= quality.get("application/json", 0.0)
+
+
+def accepts_headers(accept: str | None) -> bool:
+    """Whether a binary answer may carry the headers column: the client lists the binary
+    media type with ``headers=1`` (readers written before headers existed do not, and get
+    the layout they know)."""
+    for item in (accept or "").split(","):
+        media, *params = (part.strip() for part in item.split(";"))
+        if media.lower() == CONTENT_TYPE and any(
+            p.replace(" ", "").lower() == "headers=1" for p in params
+        ):
+            return True
+    return False
 
 
 class MalformedAnswer(CorruptData):
@@ -84,6 +103,8 @@ class ReadColumns:
     tags: memoryview
     msg_ids: memoryview
     values: memoryview
+    header_lengths: np.ndarray | None = None  # None: no message has headers
+    headers: memoryview | None = None
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -112,8 +133,15 @@ class ReadColumns:
         blob = self.values
         return [bytes(blob[s:e]) for s, e in zip([0, *ends[:-1]], ends, strict=True)]
 
+    def header_lists(self) -> list[Headers]:
+        """Each message's headers as (name, value bytes or None) pairs, ``()`` for none."""
+        if self.header_lengths is None or self.headers is None:
+            return [()] * len(self)
+        return headers_list(self.headers, self.header_lengths)
+
     def to_rows(self, topic: str) -> list[dict[str, Any]]:
-        """Rows shaped like the JSON answer's messages, but with ``value`` always bytes."""
+        """Rows shaped like the JSON answer's messages, but with ``value`` always bytes and
+        ``headers`` (only in rows that have any) as (name, bytes or None) pairs."""
         names = ("partition", "offset", "key", "tag", "msg_id", "timestamp", "store_timestamp")
         columns = (
             self.partitions.tolist(),
@@ -124,10 +152,15 @@ class ReadColumns:
             self.timestamps.tolist(),
             self.store_timestamps.tolist(),
         )
-        return [
+        rows = [
             {"topic": topic, **dict(zip(names, row, strict=True)), "value": value}
             for *row, value in zip(*columns, self.value_list(), strict=True)
         ]
+        if self.header_lengths is not None:
+            for row, headers in zip(rows, self.header_lists(), strict=True):
+                if headers:
+                    row["headers"] = list(headers)
+        return rows
 
 
 def _text_blob(texts: list[str | None]) -> tuple[np.ndarray, bytes]:
@@ -153,8 +186,10 @@ def encode_read_answer(
     end_reached: bool = False,
     limit_reached: bool = False,
     meta: dict[str, Any] | None = None,
+    with_headers: bool = False,
 ) -> bytes:
-    """Frame stored messages (objects with the engine ``Message`` attributes) as columns.
+    """Frame stored messages (objects with the engine ``Message`` attributes) as columns;
+    their headers too when ``with_headers`` (the client asked, ``accepts_headers``).
 
     Each column is one list comprehension into one numpy array, each blob one join: no
     per-message struct packing.
@@ -166,6 +201,9 @@ def encode_read_answer(
     key_lens, key_blob = _text_blob([m.key for m in messages])
     tag_lens, tag_blob = _text_blob([m.tag for m in messages])
     id_lens, id_blob = _text_blob([m.msg_id for m in messages])
+    packed = None
+    if with_headers:
+        packed = headers_column([getattr(m, "headers", ()) for m in messages])
     parts = read_answer_parts(
         offsets=np.array([m.offset for m in messages], dtype="<i8"),
         timestamps=np.array([m.timestamp for m in messages], dtype="<i8"),
@@ -180,6 +218,7 @@ def encode_read_answer(
         end_reached=end_reached,
         limit_reached=limit_reached,
         meta=meta,
+        headers=packed,
     )
     return b"".join(parts)
 
@@ -199,17 +238,21 @@ def read_answer_parts(
     end_reached: bool = False,
     limit_reached: bool = False,
     meta: dict[str, Any] | None = None,
+    headers: PackedColumn | None = None,
 ) -> list[bytes | bytearray | memoryview]:
     """The pieces of a read answer framed from columns that already exist (from
     ``encode_read_answer``, or from a store that keeps messages as columns), in order:
     header, arrays, blobs (keys, tags, message IDs, values), metadata. Joined by the caller,
     once: a fetch answer joins the pieces of all its pages together. The caller vouches that
-    blob sizes match the lengths."""
+    blob sizes match the lengths. ``headers`` (None: no message has any) adds the headers
+    column and sets FLAG_HEADERS."""
     count = len(offsets)
     if count > MAX_MESSAGES:
         raise InvalidArgument(f"an answer holds at most {MAX_MESSAGES} messages, got {count}")
     meta_bytes = json.dumps(meta, separators=(",", ":")).encode() if meta else b""
     flags = (FLAG_END_REACHED if end_reached else 0) | (FLAG_LIMIT_REACHED if limit_reached else 0)
+    if headers is not None:
+        flags |= FLAG_HEADERS
     header = READ_HEADER.pack(
         READ_MAGIC, count, ABSENT if next_offset is None else next_offset, flags, len(meta_bytes)
     )
@@ -226,7 +269,10 @@ def read_answer_parts(
             (value_lengths, "<i4"),
         )
     ]
-    return [header, *arrays, *blobs, meta_bytes]
+    if headers is None:
+        return [header, *arrays, *blobs, meta_bytes]
+    hlens = np.maximum(headers.lens, 0).astype("<i4").tobytes()
+    return [header, *arrays, hlens, *blobs, headers.blob, meta_bytes]
 
 
 def _check_utf8(blob: memoryview, lengths: np.ndarray, what: str) -> None:
@@ -260,7 +306,8 @@ def decode_read_answer(body: bytes | bytearray | memoryview) -> ReadColumns:
     if meta_len > MAX_META_BYTES:
         raise MalformedAnswer(f"read answer metadata of {meta_len} bytes is too large")
     pos = READ_HEADER.size
-    if size < pos + count * _ROW_BYTES + meta_len:
+    with_headers = bool(flags & FLAG_HEADERS)
+    if size < pos + count * (_ROW_BYTES + 4 * with_headers) + meta_len:
         raise MalformedAnswer("read answer truncated inside its column arrays")
 
     def column(dtype: str) -> np.ndarray:
@@ -272,6 +319,11 @@ def decode_read_answer(body: bytes | bytearray | memoryview) -> ReadColumns:
     offsets, timestamps, store_timestamps = column("<i8"), column("<i8"), column("<i8")
     partitions = column("<i4")
     lengths = [column("<i4") for _ in range(4)]  # keys, tags, message IDs, values
+    header_lengths = column("<i4") if with_headers else None
+    if header_lengths is not None:
+        lengths.append(header_lengths)
+        if count and (header_lengths < 0).any():
+            raise MalformedAnswer("header lengths in a read answer must be >= 0")
     if count:
         if (offsets < 0).any() or (timestamps < 0).any() or (store_timestamps < 0).any():
             raise MalformedAnswer("offsets and timestamps in a read answer must be >= 0")
@@ -314,4 +366,6 @@ def decode_read_answer(body: bytes | bytearray | memoryview) -> ReadColumns:
         tags=blobs[1],
         msg_ids=blobs[2],
         values=blobs[3],
+        header_lengths=header_lengths,
+        headers=blobs[4] if with_headers else None,
     )

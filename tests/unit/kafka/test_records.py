@@ -85,3 +85,34 @@ def test_bad_batches_are_refused():
     struct.pack_into(">i", wrong_count, 57, 2)  # the record count (inside the CRC)
     with pytest.raises(CorruptBatch):
         decode_batch(bytes(wrong_count))
+
+
+def test_headers_are_kept_byte_exact_and_given_back_before_msgstores_own():
+    headers = [("dup", b"1"), (MSG_ID_HEADER, b"t-7f000001-1-1"), ("dup", None), ("bin", b"\xff")]
+    got = decode_batch(build([(b"k", b"v", headers), (b"k", b"w", [])]))
+    stored = got.packed.headers
+    assert stored is not None
+    assert got.packed.msg_ids.to_list() == [b"t-7f000001-1-1", None]
+    kept = [(n, v) for n, v in headers if n != MSG_ID_HEADER]
+    data = encode_batch(
+        0,
+        np.array([0, 1], dtype=np.int64),
+        np.array([5, 6], dtype=np.int64),
+        [b"k", b"k"],
+        [b"v", b"w"],
+        [b"red", None],
+        [b"id-1", b"id-2"],
+        [tuple(kept), ()],
+    )
+    rows = [r.headers for r in DefaultRecordBatch(data)]
+    assert rows == [
+        [*kept, (MSG_ID_HEADER, b"id-1"), (TAG_HEADER, b"red")],
+        [(MSG_ID_HEADER, b"id-2")],
+    ]
+
+
+def test_headers_over_the_record_limit_are_refused():
+    from storage_node.errors import InvalidBatch
+
+    with pytest.raises(InvalidBatch, match="headers longer"):
+        decode_batch(build([(b"k", b"v", [("big", b"x" * 70_000)])]))

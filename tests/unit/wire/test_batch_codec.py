@@ -86,7 +86,7 @@ def test_corrupted_frames_fail_cleanly(cut, junk):
     [
         (b"MS", "too short"),
         (struct.pack("<4sIqHH", b"NOPE", 0, -1, 0, 0), "magic"),
-        (struct.pack("<4sIqHH", MAGIC, 0, -1, 0, 1), "flags"),
+        (struct.pack("<4sIqHH", MAGIC, 0, -1, 0, 2), "flags"),
         (struct.pack("<4sIqHH", MAGIC, 2_000_000, -1, 0, 0), "at most"),
         (struct.pack("<4sIqHH", MAGIC, 3, -1, 0, 0), "truncated"),
         (encode_batch([b"a"]) + b"!", "unexpected bytes"),
@@ -112,3 +112,26 @@ def test_invalid_utf8_key_rejected():
     body[idx] = 0xFF
     with pytest.raises(InvalidBatch, match="UTF-8"):
         decode_batch(bytes(body))
+
+
+def test_headers_travel_in_a_flagged_batch_and_a_batch_without_them_is_unchanged():
+    plain = encode_batch([b"a", b"b"], keys=["k", None])
+    assert struct.unpack_from("<4sIqHH", plain)[4] == 0  # what nodes before headers take
+    headers = [[("h", b"\x00\xff"), ("h", None)], []]
+    body = encode_batch([b"a", b"b"], keys=["k", None], headers=headers)
+    assert struct.unpack_from("<4sIqHH", body)[4] == 1
+    decoded = decode_batch(body)
+    assert decoded.headers == [tuple(headers[0]), ()]
+    assert decoded.values == [b"a", b"b"] and decoded.keys == ["k", None]
+    assert decode_batch(plain).headers is None
+
+
+def test_malformed_headers_in_a_batch_are_refused():
+    body = bytearray(encode_batch([b"a"], headers=[[("h", b"v")]]))
+    body[-1:] = b""  # the headers blob one byte short
+    with pytest.raises(InvalidBatch):
+        decode_batch(bytes(body))
+    good = encode_batch([b"a"], headers=[[("h", b"v")]])
+    cut = good[:-8] + b"\x09\x00" + good[-6:]  # a name length past the blob
+    with pytest.raises(InvalidBatch, match="malformed headers"):
+        decode_batch(cut)

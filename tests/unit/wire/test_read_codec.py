@@ -15,6 +15,7 @@ from storage_node.wire.read_answer import (
     READ_HEADER,
     READ_MAGIC,
     MalformedAnswer,
+    accepts_headers,
     accepts_read_columns,
     decode_read_answer,
     encode_read_answer,
@@ -204,3 +205,30 @@ def test_malformed_answer_is_a_typed_error():
 )
 def test_content_negotiation(accept, binary):
     assert accepts_read_columns(accept) is binary
+
+
+def test_headers_are_framed_only_when_a_message_has_some():
+    def msg(i: int, headers: tuple = ()) -> Message:
+        return Message("t", 0, i, None, None, f"id-{i}", 1, 2, b"v%d" % i, headers)
+
+    plain = encode_read_answer([msg(0), msg(1)], 2, with_headers=True)
+    assert READ_HEADER.unpack_from(plain)[3] == 0  # what clients before headers read
+    assert decode_read_answer(plain).header_lists() == [(), ()]
+    some = [msg(0, (("a", b"\xff"), ("a", None))), msg(1)]
+    unasked = encode_read_answer(some, 2)  # a reader that did not ask gets no headers column
+    assert READ_HEADER.unpack_from(unasked)[3] == 0
+    with_h = encode_read_answer(some, 2, with_headers=True)
+    cols = decode_read_answer(with_h)
+    assert cols.header_lists() == [(("a", b"\xff"), ("a", None)), ()]
+    rows = cols.to_rows("t")
+    assert rows[0]["headers"] == [("a", b"\xff"), ("a", None)] and "headers" not in rows[1]
+    with pytest.raises(MalformedAnswer):
+        decode_read_answer(with_h[:-1])
+
+
+def test_headers_are_sent_only_to_readers_that_ask():
+    assert accepts_headers("application/x-msgstore-batch; headers=1")
+    assert accepts_headers("application/json;q=0.5, application/x-msgstore-batch;headers=1")
+    assert not accepts_headers("application/x-msgstore-batch")
+    assert not accepts_headers("application/json; headers=1")
+    assert not accepts_headers(None)
