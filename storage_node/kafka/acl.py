@@ -68,7 +68,7 @@ NEEDS: dict[int, Need] = {
     15: Need(group=DESCRIBE),  # DescribeGroups
     16: Need(group=DESCRIBE),  # ListGroups: filtered
     42: Need(group=DELETE, changes=True),  # DeleteGroups
-    47: Need(group=DELETE, changes=True),  # OffsetDelete
+    47: Need(group=DELETE, topic=READ, changes=True),  # OffsetDelete (Kafka's rule)
 }
 
 

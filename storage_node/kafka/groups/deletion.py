@@ -138,6 +138,8 @@ async def offset_delete(ctx: RequestContext, req: Any) -> Any:
             error = E.none
             if top is not E.none:
                 error = top
+            elif not ctx.guard.topic(t.name):  # READ on the topic (kafka.acl)
+                error = E.topic_authorization_failed
             elif t.name in subscribed:
                 error = E.group_subscribed_to_topic
             else:

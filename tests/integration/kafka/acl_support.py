@@ -55,6 +55,8 @@ RULES = (
     rule("describer", Operation.DESCRIBE, GROUP, "g-"),
     rule("creator", Operation.CREATE, TOPIC, "c-"),
     rule("deleter", Operation.DELETE, TOPIC, "d-"),
+    rule("deleter", Operation.DELETE, GROUP, "g-"),
+    rule("deleter", Operation.READ, TOPIC, "r-"),  # OffsetDelete: read on the topic too
     rule("stranger", Operation.READ, TOPIC, "elsewhere", LITERAL),
 )
 

@@ -18,6 +18,7 @@ import pytest
 import requests
 from kio.schema.create_partitions.v2.request import CreatePartitionsRequest, CreatePartitionsTopic
 from kio.schema.create_topics.v5.request import CreatableTopic, CreateTopicsRequest
+from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
 from kio.schema.delete_topics.v5.request import DeleteTopicsRequest
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
@@ -36,6 +37,7 @@ from kio.schema.list_offsets.v7.request import (
 )
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.offset_commit.v8 import request as commit_v8
+from kio.schema.offset_delete.v0 import request as offset_delete_v0
 from kio.schema.offset_fetch.v7.request import OffsetFetchRequest, OffsetFetchRequestTopic
 from kio.schema.offset_for_leader_epoch.v4.request import (
     OffsetForLeaderEpochRequest,
@@ -180,6 +182,27 @@ def offset_fetch(topic_prefix: str) -> Callable[[Wire, Env], Any]:
             return answer.error_code
         (part,) = answer.topics[0].partitions
         assert (part.committed_offset == 1) is (part.error_code == E.none)
+        return part.error_code
+
+    return probe
+
+
+def delete_groups(w: Wire, env: Env) -> Any:
+    (got,) = w.call(DeleteGroupsRequest(groups_names=(env.group,))).results
+    assert (committed(env.node, env.group) == {}) is (got.error_code == E.none)
+    return got.error_code
+
+
+def offset_delete(topic_prefix: str) -> Callable[[Wire, Env], Any]:
+    def probe(w: Wire, env: Env) -> Any:
+        wanted = offset_delete_v0.OffsetDeleteRequestTopic(
+            name=env.t(topic_prefix),
+            partitions=(offset_delete_v0.OffsetDeleteRequestPartition(partition_index=0),),
+        )
+        answer = w.call(offset_delete_v0.OffsetDeleteRequest(group_id=env.group, topics=(wanted,)))
+        if answer.error_code != E.none:
+            return answer.error_code
+        (part,) = answer.topics[0].partitions
         return part.error_code
 
     return probe
@@ -373,6 +396,12 @@ CASES = [
     Case(32, "DescribeConfigs", "stranger", TOPIC_DENIED, describe_configs(2, "r-{cid}")),
     Case(32, "DescribeConfigsBroker", "stranger", E.none, describe_configs(4, "0")),
     Case(60, "DescribeCluster", "stranger", E.none, describe_cluster),
+    Case(42, "DeleteGroups", "deleter", E.none, delete_groups, with_commit),
+    Case(42, "DeleteGroups", "reader", GROUP_DENIED, delete_groups, with_commit),
+    Case(42, "DeleteGroups", "readtoken", GROUP_DENIED, delete_groups, with_commit),
+    Case(47, "OffsetDelete", "deleter", E.none, offset_delete("r"), with_commit),
+    Case(47, "OffsetDelete", "reader", GROUP_DENIED, offset_delete("r"), with_commit),
+    Case(47, "OffsetDeleteTopic", "deleter", TOPIC_DENIED, offset_delete("w"), with_commit),
 ]
 DENIED = {TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED}
 
