@@ -8,6 +8,9 @@ with).
 
 Keys are ECDSA P-256 and certificates are signed with SHA-256; node certificates carry the
 serverAuth and clientAuth usages and every name a peer may use in Subject Alternative Name.
+
+Over 400 lines on purpose: issuing, checking and serving the certificates of one CA are one
+concern, and each part is short.
 """
 
 from __future__ import annotations
@@ -192,6 +195,23 @@ def issue_cert(
         x509.SubjectAlternativeName(_sans(dns_names, ip_addresses)),
     ]
     return _certificate(_name(common_name), _new_key(), now, not_after, ca, extensions)
+
+
+def issue_client_cert(
+    ca: CertKey,
+    common_name: str,
+    now: datetime.datetime | None = None,
+    validity: datetime.timedelta = datetime.timedelta(days=DEFAULT_NODE_DAYS),
+) -> CertKey:
+    """A client certificate of a user: subject ``CN=<common_name>`` alone (what the access
+    document's ``tls_subject`` names), clientAuth only, no names to serve."""
+    if not common_name or len(common_name) > 64:
+        raise ValueError("a client certificate's common name must be 1-64 characters")
+    now = _utc(now)
+    not_after = min(now + validity, ca.cert.not_valid_after_utc)
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    usages = x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH])
+    return _certificate(subject, _new_key(), now, not_after, ca, [usages])
 
 
 def _cn(name: x509.Name) -> str:
