@@ -127,11 +127,13 @@ def user_handler(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) 
             patch.status[key] = value
 
 
-@kopf.on.event(GROUP, VERSION, USER_PLURAL)
-def user_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+def _deleted(event: kopf.RawEvent, **_: Any) -> bool:
+    return event.get("type") == "DELETED"
+
+
+@kopf.on.event(GROUP, VERSION, USER_PLURAL, when=_deleted)
+def user_deleted(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
     """A deleted user leaves its store's access document now (revocation)."""
-    if event.get("type") != "DELETED":
-        return
     obj = event.get("object") or {}
     meta = obj.get("metadata") or {}
     state: OperatorState | None = memo.get("state")

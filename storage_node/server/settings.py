@@ -48,8 +48,8 @@ class NodeSettings:
     # users and ACL rules (storage_node/access): the file is re-read when it changes; empty:
     # the two-token mode (only token and read_token exist)
     access_file: str = ""
-    # the access file is written by the operator (MessageStoreUser resources): the node's own
-    # user API refuses changes, which the operator's next write would undo
+    # the access file is written by the operator from MessageStoreUser resources: the user
+    # admin API answers 409 (access_managed) instead of editing it
     access_managed: bool = False
     routing_file: str = ""
     routing_poll_s: float = 1.0

@@ -205,11 +205,12 @@ def next_generation(
 ) -> int | None:
     """The generation to publish ``rendered`` with, or None when the live one says the same.
 
-    At least the time in seconds: a Secret deleted and written again must not go back below
-    what the nodes hold (they refuse an older document), and the live one is gone by then."""
+    The live one plus one; a first document (or one written again after its Secret was
+    deleted) starts at the time in seconds, so it never goes below what the nodes still hold
+    (they refuse an older document) even though the old Secret is gone."""
     if live is not None and _content(live.to_json()) == _content(rendered.to_json()):
         return None
-    return max((live.generation + 1) if live is not None else 1, now_s)
+    return live.generation + 1 if live is not None else now_s
 
 
 def access_text(doc: AccessDocument) -> str:

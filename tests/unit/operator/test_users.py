@@ -203,8 +203,10 @@ def test_the_generation_grows_on_every_change_and_never_goes_back():
     assert next_generation(live, doc, now_s + 5) is None  # nothing changed: nothing written
     changed = parse_user(body(acls=[rule("read", "a"), rule("write", "b")]))
     doc2, _ = render_access([(changed, secret)])
-    assert next_generation(live, doc2, now_s) == first + 1
+    assert next_generation(live, doc2, now_s + 60) == first + 1  # a counter from here on
     revoked, names = render_access([])
     assert names == [] and next_generation(live, revoked, now_s) == first + 1
+    # the Secret deleted: its successor starts at the time, above every generation before
+    assert next_generation(None, revoked, now_s + 60) == now_s + 60
     assert live_document({"data": {"access.json": base64.b64encode(b"{").decode()}}) is None
     assert live_document(None) is None
