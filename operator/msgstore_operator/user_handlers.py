@@ -23,7 +23,7 @@ import kopf
 import urllib3
 from kubernetes.client.rest import ApiException
 
-from . import API_VERSION, GROUP, USER_KIND, USER_PLURAL, VERSION
+from . import API_VERSION, GROUP, KIND, USER_KIND, USER_PLURAL, VERSION
 from .children import Owner
 from .config import OperatorSettings
 from .kube import Kube
@@ -92,7 +92,7 @@ def revoke(state: OperatorState, namespace: str, store: str) -> None:
         return
     try:
         with state.pass_lock(namespace, store):
-            body = state.kube.get(API_VERSION, "MessageStore", namespace, store)
+            body = state.kube.get(API_VERSION, KIND, namespace, store)
             if body is None:
                 return
             meta = body["metadata"]

@@ -16,6 +16,7 @@ import pytest
 from cluster_tools import KubectlError
 from cryptography import x509
 from operator_support import (
+    REPO,
     OperatorProcess,
     apply_json,
     condition,
@@ -139,6 +140,12 @@ def test_the_api_server_refuses_too_many_rules_and_long_tls_names(k8s_cluster, n
         apply_json(k8s_cluster, ns, user_manifest("many", many))
     with pytest.raises(KubectlError, match="a tls user's name must be at most 64 characters"):
         apply_json(k8s_cluster, ns, user_manifest("x" * 65, [], kind="tls"))
+
+
+def test_the_example_users_are_accepted(k8s_cluster, ns):
+    example = REPO / "examples" / "messagestoreuser.yaml"
+    out = k8s_cluster.run_kubectl("apply", "--dry-run=server", "-n", ns, "-f", str(example))
+    assert out.stdout.count("(server dry run)") == 3
 
 
 def test_a_user_of_a_missing_store_says_so_and_gets_no_secret(k8s_cluster, ns, operator):
