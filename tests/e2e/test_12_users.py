@@ -2,7 +2,7 @@
 client pods, the nodes enforcing the rules the operator wrote, and revocation.
 
 A store of its own (one node, namespace `acl`), so this module runs alone as well as after
-the others: `flock /tmp/msgstore-kind.lock pytest tests/e2e/test_10_users.py`.
+the others: `flock /tmp/msgstore-kind.lock pytest tests/e2e/test_12_users.py`.
 """
 
 from __future__ import annotations
