@@ -210,3 +210,10 @@ def test_the_generation_grows_on_every_change_and_never_goes_back():
     assert next_generation(None, revoked, now_s + 60) == now_s + 60
     assert live_document({"data": {"access.json": base64.b64encode(b"{").decode()}}) is None
     assert live_document(None) is None
+
+
+def test_a_client_certificate_needs_a_common_name_of_at_most_64_characters(ca):
+    for bad in ("", "x" * 65):
+        with pytest.raises(ValueError, match="1-64 characters"):
+            tls.issue_client_cert(ca, bad, NOW)
+    assert tls.cert_info(tls.issue_client_cert(ca, "x" * 64, NOW).cert_pem).subject_cn == "x" * 64
