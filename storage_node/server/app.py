@@ -6,6 +6,7 @@ from aiohttp import web
 
 from storage_node import console
 from storage_node.server import (
+    routes_access,
     routes_admin,
     routes_compaction,
     routes_groups,
@@ -16,7 +17,7 @@ from storage_node.server import (
 )
 from storage_node.server.app_keys import METRICS, RUNTIME
 from storage_node.server.metrics import NodeMetrics
-from storage_node.server.middleware import auth_middleware, errors_middleware, metrics_middleware
+from storage_node.server.middleware import access_middleware, errors_middleware, metrics_middleware
 from storage_node.server.runtime import NodeRuntime
 
 
@@ -29,7 +30,7 @@ def create_app(runtime: NodeRuntime) -> web.Application:
         middlewares=[
             metrics_middleware(metrics),
             errors_middleware,
-            auth_middleware(settings.token, settings.read_token),
+            access_middleware(runtime.authorizer),
         ],
     )
     app[RUNTIME] = runtime
@@ -42,6 +43,7 @@ def create_app(runtime: NodeRuntime) -> web.Application:
         routes_admin,
         routes_compaction,
         routes_replication,
+        routes_access,
     ):
         module.register(app)
     console.register(app, settings.token, settings.read_token)  # the web console's pages

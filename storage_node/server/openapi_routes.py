@@ -31,10 +31,10 @@ INT64 = {"type": "integer", "minimum": 0, "maximum": MAX_INT64}
 ERRORS = {
     "400": "malformed input (code names the problem); nothing changed",
     "401": "missing or invalid bearer token",
-    "403": "the token may only read",
+    "403": "the principal may not do this (its ACL rules, or the read token changing something)",
     "404": "unknown topic, message or file",
-    "409": "a topic exists with another configuration, a message ID is already taken, or "
-    "the operator manages the cluster's topics",
+    "409": "a topic exists with another configuration, a message ID is already taken, "
+    "the operator manages the cluster's topics, or MessageStoreUser resources manage the users",
     "413": "body or message larger than the limit",
     "415": "unsupported body content type",
     "421": "another node owns the partition; 'owner' holds its address",
@@ -120,7 +120,8 @@ class Route:
                 content[content_type] = {"schema": BINARY}
             op["requestBody"] = {"required": True, "content": content}
         responses = {status: reply.to_openapi() for status, reply in self.replies.items()}
-        for code in self.errors:
+        denied = () if self.public or "403" in self.errors else ("403",)  # ACL rules
+        for code in (*self.errors, *denied):
             responses[code] = Reply(ERRORS[code], m.Error).to_openapi()
         op["responses"] = responses
         return op

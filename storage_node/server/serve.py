@@ -29,6 +29,10 @@ async def _routing_watch(runtime: NodeRuntime, app: web.Application) -> None:
     applied = runtime.routing.table.generation
     while True:
         await asyncio.sleep(runtime.settings.routing_poll_s)
+        try:  # users and ACL changes apply (and are counted) without waiting for a request
+            await runtime.in_thread(runtime.authorizer.document)
+        except Exception:  # noqa: BLE001 - the watcher must survive anything
+            log.exception("access file reload failed")
         try:
             # a request may have taken the new table already (check_owner refreshes too):
             # act on every generation not acted on yet
