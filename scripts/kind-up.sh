@@ -136,8 +136,8 @@ bash scripts/build-images.sh
 "${KIND[@]}" load docker-image --name "$CLUSTER" "$NODE_IMAGE" "$SPARK_IMAGE"
 
 step "Helm chart (release '${RELEASE}' in namespace '${OPERATOR_NAMESPACE}')"
-# Helm installs the CRD only on first install; apply it so a re-run also upgrades it.
-kc apply --server-side -f crds/messagestore.yaml
+# Helm installs the CRDs only on first install; apply them so a re-run also upgrades them.
+kc apply --server-side -f crds/messagestore.yaml -f crds/messagestoreuser.yaml
 "$HELM" upgrade --install "$RELEASE" helm/msgstore \
   --kube-context "$CONTEXT" \
   --namespace "$OPERATOR_NAMESPACE" --create-namespace \

@@ -205,6 +205,23 @@ def issue_cert(
     return _certificate(_name(common_name, unit), _new_key(), now, not_after, ca, extensions)
 
 
+def issue_client_cert(
+    ca: CertKey,
+    common_name: str,
+    now: datetime.datetime | None = None,
+    validity: datetime.timedelta = datetime.timedelta(days=DEFAULT_NODE_DAYS),
+) -> CertKey:
+    """A client certificate of a user: subject ``CN=<common_name>`` alone (what the access
+    document's ``tls_subject`` names), clientAuth only, no names to serve."""
+    if not common_name or len(common_name) > 64:
+        raise ValueError("a client certificate's common name must be 1-64 characters")
+    now = _utc(now)
+    not_after = min(now + validity, ca.cert.not_valid_after_utc)
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    usages = x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH])
+    return _certificate(subject, _new_key(), now, not_after, ca, [usages])
+
+
 def _cn(name: x509.Name) -> str:
     attrs = name.get_attributes_for_oid(NameOID.COMMON_NAME)
     return str(attrs[0].value) if attrs else ""

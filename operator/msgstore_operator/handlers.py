@@ -18,7 +18,6 @@ Which namespaces are watched is kopf's choice: ``--namespace=NS`` or ``--all-nam
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
 import threading
 from collections.abc import Mapping
@@ -35,7 +34,8 @@ from .config import OperatorSettings, SettingsError, read_settings
 from .failover import Failovers
 from .kube import Kube
 from .reconcile import NotYet, Outcome, SpecProblem, owner_of, reconcile
-from .status import DEGRADED, changed_fields, set_condition
+from .status import DEGRADED, changed_fields, now_text, set_condition
+from .user_handlers import user_loop  # also registers the MessageStoreUser handlers
 
 PREFIX = "msgstore.io"
 
@@ -58,6 +58,7 @@ class OperatorState:
     last_success: dict[str, str] = field(default_factory=dict)
     last_warning: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     loop_task: asyncio.Task[None] | None = None
+    user_loop_task: asyncio.Task[None] | None = None
 
     def pass_lock(self, namespace: str, name: str) -> threading.Lock:
         with self.lock:
@@ -71,10 +72,6 @@ def connect() -> Kube:
     except kubernetes.config.ConfigException:
         kubernetes.config.load_kube_config()
     return Kube(kubernetes.client.ApiClient())
-
-
-def now_text() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Retry(Exception):
@@ -212,13 +209,16 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: 
     state = OperatorState(kube, config, Failovers(kube, config.failover_timeout_s))
     memo.state = state
     state.loop_task = asyncio.create_task(status_loop(state, stores))
+    users: kopf.Index[tuple[str, str], bool] = kwargs["messagestoreusers"]
+    state.user_loop_task = asyncio.create_task(user_loop(state, users))
 
 
 @kopf.on.cleanup()
 async def stop_loop(memo: kopf.Memo, **_: Any) -> None:
     state: OperatorState | None = memo.get("state")
-    if state is not None and state.loop_task is not None:
-        state.loop_task.cancel()
+    for task in (state.loop_task, state.user_loop_task) if state is not None else ():
+        if task is not None:
+            task.cancel()
     if state is not None:
         await asyncio.to_thread(state.failovers.stop_all)
 

@@ -32,6 +32,7 @@ PLURALS: dict[tuple[str, str], str] = {
     ("rbac.authorization.k8s.io/v1", "Role"): "roles",
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "rolebindings",
     ("msgstore.io/v1alpha1", "MessageStore"): "messagestores",
+    ("msgstore.io/v1alpha1", "MessageStoreUser"): "messagestoreusers",
     ("batch/v1", "Job"): "jobs",
     ("v1", "Event"): "events",
     ("networking.k8s.io/v1", "NetworkPolicy"): "networkpolicies",
@@ -159,13 +160,26 @@ class Kube:
                 return False
             raise
 
-    def patch_status(self, namespace: str, name: str, fields: dict[str, Any]) -> None:
-        """Merge-patch the MessageStore's status subresource."""
+    def patch_status(
+        self, namespace: str, name: str, fields: dict[str, Any], plural: str = ""
+    ) -> None:
+        """Merge-patch the status subresource of a MessageStore (or of ``plural``)."""
         from . import GROUP, PLURAL, VERSION
 
-        path = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}/status"
+        path = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{plural or PLURAL}/{name}/status"
         self._call(
             "PATCH", path, body={"status": fields}, content_type="application/merge-patch+json"
+        )
+
+    def merge_patch(
+        self, api_version: str, kind: str, namespace: str, name: str, body: dict[str, Any]
+    ) -> None:
+        """A JSON merge patch (e.g. an annotation on a pod)."""
+        self._call(
+            "PATCH",
+            object_path(api_version, kind, namespace, name),
+            body=body,
+            content_type="application/merge-patch+json",
         )
 
     def post_event(

@@ -182,3 +182,24 @@ def network_policy_name(name: str) -> str:
 
 def spark_templates_config_map_name(name: str) -> str:
     return f"{name}-spark-templates"
+
+
+# Users and ACLs: every MessageStoreUser's credential Secret, and the store's access document.
+USER_COMPONENT = "user"
+USER_LABEL = "msgstore.io/user"  # on a user's Secret: the user it belongs to
+ROTATE_ANNOTATION = "msgstore.io/rotate-token"  # change its value to get a new credential
+ACCESS_GENERATION_ANNOTATION = "msgstore.io/access-generation"  # on node pods: see access.py
+ACCESS_DIR = "/etc/msgstore/access"
+ACCESS_KEY = "access.json"
+ACCESS_FILE = f"{ACCESS_DIR}/{ACCESS_KEY}"
+ACCESS_VOLUME = "access"
+
+
+def user_secret_name(user: str) -> str:
+    """A user's credential Secret is named after the user, as Strimzi's User Operator does."""
+    return user
+
+
+def access_secret_name(name: str) -> str:
+    """The store's access document (every user and ACL rule), mounted by every node."""
+    return f"{name}-access"

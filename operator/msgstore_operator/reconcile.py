@@ -14,7 +14,7 @@ from typing import Any
 
 from kubernetes.client.rest import ApiException
 
-from . import ca_rotation, naming, routing
+from . import ca_rotation, naming, routing, users
 from .assignment import AssignmentError, assign_partitions, describe_blockers, effective_replicas
 from .children import Owner, build_token_secret, desired_children
 from .children import tls as tls_children
@@ -282,6 +282,11 @@ def reconcile(
 
     _check_secrets(kube, owner, spec, outcome)
     tls_problems = _ensure_tls(kube, owner, spec, replicas, domain, now, outcome)
+    moment = parse_time(now)
+    assert moment is not None
+    # Before the pods that mount it; also revokes users deleted while the operator was down.
+    if users.sync_access(kube, owner, moment).changed:
+        outcome.changed.append(f"Secret/{naming.access_secret_name(owner.name)}")
     desired = desired_children(
         owner, spec, replicas, routing.dumps(doc), domain, operator_namespace
     )

@@ -29,6 +29,10 @@ def node_settings(spec: StoreSpec) -> dict[str, str]:
         "MSGSTORE_HOST": "0.0.0.0",
         "MSGSTORE_PORT": str(spec.port),
         "MSGSTORE_ROUTING_FILE": naming.ROUTING_FILE,
+        # Users and ACLs come from MessageStoreUser resources (the mounted <store>-access
+        # Secret); the nodes' own user API refuses changes (409) that the next write undoes.
+        "MSGSTORE_ACCESS_FILE": naming.ACCESS_FILE,
+        "MSGSTORE_ACCESS_MANAGED": "true",
         "MSGSTORE_FLUSH_MODE": spec.flush.mode,
         "MSGSTORE_FLUSH_MAX_AGE_MS": str(spec.flush.max_age_ms),
         "MSGSTORE_FLUSH_MAX_MESSAGES": str(spec.flush.max_messages),

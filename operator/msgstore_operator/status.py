@@ -55,6 +55,10 @@ class Problem:
         return f"{self.kind} {self.name}: {self.reason}: {message}"[:600]
 
 
+def now_text() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def parse_time(text: str | None) -> datetime.datetime | None:
     if not text:
         return None

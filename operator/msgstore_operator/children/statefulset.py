@@ -110,6 +110,7 @@ def _container(
         "volumeMounts": [
             {"name": naming.DATA_VOLUME, "mountPath": naming.DATA_DIR},
             {"name": naming.ROUTING_VOLUME, "mountPath": naming.ROUTING_DIR, "readOnly": True},
+            {"name": naming.ACCESS_VOLUME, "mountPath": naming.ACCESS_DIR, "readOnly": True},
         ],
     }
     if spec.tls.enabled:
@@ -146,7 +147,14 @@ def _pod_spec(
             {
                 "name": naming.ROUTING_VOLUME,
                 "configMap": {"name": naming.routing_config_map_name(owner.name)},
-            }
+            },
+            {  # users and ACLs (children/users.py); 0440 with the fsGroup, as the keys
+                "name": naming.ACCESS_VOLUME,
+                "secret": {
+                    "secretName": naming.access_secret_name(owner.name),
+                    "defaultMode": 0o440,
+                },
+            },
         ],
     }
     if spec.tls.enabled:

@@ -17,14 +17,16 @@ CHART = REPO / "helm" / "msgstore"
 SCRIPTS = sorted((REPO / "scripts").glob("*.sh"))
 
 
-def test_chart_crd_is_a_byte_identical_copy_of_the_crd():
-    source = REPO / "crds" / "messagestore.yaml"
+def test_chart_crds_are_byte_identical_copies_of_the_crds():
+    sources = sorted((REPO / "crds").iterdir())
     copies = sorted((CHART / "crds").iterdir())
-    assert [p.name for p in copies] == ["messagestore.yaml"]
-    assert copies[0].read_bytes() == source.read_bytes(), (
-        "helm/msgstore/crds/messagestore.yaml differs from crds/messagestore.yaml: "
-        "copy it again (cp crds/messagestore.yaml helm/msgstore/crds/)"
-    )
+    assert [p.name for p in copies] == [p.name for p in sources]
+    assert [p.name for p in sources] == ["messagestore.yaml", "messagestoreuser.yaml"]
+    for source, copy in zip(sources, copies, strict=True):
+        assert copy.read_bytes() == source.read_bytes(), (
+            f"helm/msgstore/crds/{copy.name} differs from crds/{source.name}: "
+            f"copy it again (cp crds/{source.name} helm/msgstore/crds/)"
+        )
 
 
 def test_chart_metadata():

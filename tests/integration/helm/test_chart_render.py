@@ -21,6 +21,12 @@ OPERATOR_GRANTS: dict[tuple[str, str, str], str] = {
     ("msgstore.io", "messagestores", "patch"): "kopf keeps handler progress in annotations",
     ("msgstore.io", "messagestores/status", "get"): "read the status it reports",
     ("msgstore.io", "messagestores/status", "patch"): "report phase, conditions, replicas",
+    ("msgstore.io", "messagestoreusers", "get"): "re-read a user before each pass",
+    ("msgstore.io", "messagestoreusers", "list"): "render a store's access document; kopf lists",
+    ("msgstore.io", "messagestoreusers", "watch"): "kopf watches users (deletion revokes)",
+    ("msgstore.io", "messagestoreusers", "patch"): "kopf keeps handler progress in annotations",
+    ("msgstore.io", "messagestoreusers/status", "get"): "read the status it reports",
+    ("msgstore.io", "messagestoreusers/status", "patch"): "report Ready, the Secret's name",
     ("", "configmaps", "get"): "compare the applied hash of the config and routing ConfigMaps",
     ("", "configmaps", "create"): "server-side apply creates a missing ConfigMap",
     ("", "configmaps", "patch"): "server-side apply of node settings and the routing table",
@@ -53,6 +59,7 @@ OPERATOR_GRANTS: dict[tuple[str, str, str], str] = {
     ("", "secrets", "create"): "generate the node API token and the CA once (never updated)",
     ("", "secrets", "patch"): "apply the node certificates Secret when one is issued or renewed",
     ("", "pods", "list"): "count ready node pods and find their problems for status",
+    ("", "pods", "patch"): "annotate node pods so the kubelet refreshes the access document",
     ("", "persistentvolumeclaims", "list"): "status: claims stuck Pending, naming their class",
     ("batch", "jobs", "list"): "status: did the last compaction Job fail",
     ("", "events", "list"): "status: the StatefulSet's FailedCreate, the claims' events",
@@ -117,13 +124,20 @@ def test_default_render_has_the_crd_and_the_operator_only(render):
         "ClusterRole",
         "ClusterRoleBinding",
         "CustomResourceDefinition",
+        "CustomResourceDefinition",
         "Deployment",
         "ServiceAccount",
     ]
-    crd = one(objects, "CustomResourceDefinition")
     import yaml
 
-    assert crd == yaml.safe_load((REPO / "crds" / "messagestore.yaml").read_text())
+    crds = sorted(
+        (o for o in objects if o["kind"] == "CustomResourceDefinition"),
+        key=lambda o: o["metadata"]["name"],
+    )
+    assert crds == [
+        yaml.safe_load((REPO / "crds" / name).read_text())
+        for name in ("messagestore.yaml", "messagestoreuser.yaml")
+    ]
     for obj in objects:
         if obj["kind"] != "CustomResourceDefinition":
             labels = obj["metadata"]["labels"]
@@ -374,6 +388,7 @@ def test_chart_package_contains_the_crd(helm_bin, tmp_path: Path):
     with tarfile.open(archive) as tar:
         names = tar.getnames()
     assert "msgstore/crds/messagestore.yaml" in names
+    assert "msgstore/crds/messagestoreuser.yaml" in names
     assert "msgstore/values.schema.json" in names
     assert "msgstore/templates/NOTES.txt" in names
 

@@ -23,19 +23,24 @@ from storage_node.cli.local import free_port
 REPO = Path(__file__).resolve().parents[3]
 CRD_PATH = REPO / "crds" / "messagestore.yaml"
 CRD_NAME = "messagestores.msgstore.io"
+USER_CRD_PATH = REPO / "crds" / "messagestoreuser.yaml"
+USER_CRD_NAME = "messagestoreusers.msgstore.io"
 STORAGE_CLASS = "msgstore-test"
 STATUS_INTERVAL_S = "2"
 
 
 def install_crd(cluster: K8sCluster) -> None:
-    cluster.run_kubectl("apply", "--server-side", "-f", str(CRD_PATH))
-    cluster.run_kubectl(
-        "wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s", timeout=90
-    )
+    """Both CRDs the operator serves (MessageStore, MessageStoreUser)."""
+    for path, name in ((CRD_PATH, CRD_NAME), (USER_CRD_PATH, USER_CRD_NAME)):
+        cluster.run_kubectl("apply", "--server-side", "-f", str(path))
+        cluster.run_kubectl(
+            "wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s", timeout=90
+        )
 
 
 def remove_crd(cluster: K8sCluster) -> None:
-    cluster.run_kubectl("delete", "crd", CRD_NAME, "--ignore-not-found", timeout=180)
+    for name in (USER_CRD_NAME, CRD_NAME):
+        cluster.run_kubectl("delete", "crd", name, "--ignore-not-found", timeout=180)
 
 
 class OperatorProcess:

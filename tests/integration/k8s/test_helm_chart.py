@@ -107,8 +107,9 @@ def installed(k8s_cluster):
     k8s_cluster.run_kubectl("delete", "namespace", store_ns, "--wait=false", check=False)
     k8s_cluster.run_kubectl("delete", "namespace", chart_ns, "--wait=false", check=False)
     delete_volumes(k8s_cluster, store_ns)
-    # the CRD outlives releases on purpose; remove it so later tests start clean
-    k8s_cluster.run_kubectl("delete", "crd", CRD_NAME, "--ignore-not-found", timeout=180)
+    # the CRDs outlive releases on purpose; remove them so later tests start clean
+    for name in ("messagestoreusers.msgstore.io", CRD_NAME):
+        k8s_cluster.run_kubectl("delete", "crd", name, "--ignore-not-found", timeout=180)
 
 
 @pytest.fixture(scope="module")

@@ -78,10 +78,16 @@ def test_statefulset_defaults():
     mounts = {m["name"]: m for m in c["volumeMounts"]}
     assert mounts["data"]["mountPath"] == naming.DATA_DIR
     assert mounts["routing"]["mountPath"] == naming.ROUTING_DIR and mounts["routing"]["readOnly"]
+    assert mounts["access"] == {
+        "name": "access",
+        "mountPath": "/etc/msgstore/access",
+        "readOnly": True,
+    }
     pod = tpl["spec"]
     assert pod["terminationGracePeriodSeconds"] == 60
     assert pod["volumes"] == [
         {"name": "routing", "configMap": {"name": "demo-routing"}},
+        {"name": "access", "secret": {"secretName": "demo-access", "defaultMode": 0o440}},
         {"name": "tls", "secret": {"secretName": "demo-node-certs", "defaultMode": 0o440}},
         {"name": "ca", "configMap": {"name": "demo-ca"}},
         {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}},
