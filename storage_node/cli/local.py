@@ -36,7 +36,7 @@ from storage_node.cli.local_state import (
     read_state,
     write_state,
 )
-from storage_node.cli.local_tls import ensure_local_tls
+from storage_node.cli.local_tls import CONTROLLER, ensure_local_tls
 from storage_node.cli.ports import free_port, port_free
 from storage_node.errors import InvalidArgument, Unavailable
 from storage_node.formats.filenames import NODE_LOG
@@ -63,6 +63,7 @@ def node_command(
             str(tls_dir / f"{node.id}.crt"),
             "--tls-key",
             str(tls_dir / f"{node.id}.key"),
+            *("--set", "peer_mtls=true"),  # the CA bundle comes as MSGSTORE_TLS_CA
         ]
     return [
         sys.executable,
@@ -244,6 +245,9 @@ class LocalCluster:
     def _spawn_controller(self) -> None:
         command = [sys.executable, "-m", "storage_node.cli.controller"]
         command += ["--routing-file", str(self.routing_file)]
+        if self.tls_dir is not None:  # its client certificate (mTLS between nodes)
+            command += ["--tls-cert", str(self.tls_dir / f"{CONTROLLER}.crt")]
+            command += ["--tls-key", str(self.tls_dir / f"{CONTROLLER}.key")]
         proc = self._start(command, self.dir / "controller.log")
         self.controller_pid = proc.pid
         self._procs["controller"] = proc

@@ -12,8 +12,9 @@ at most 512 KiB as Kafka's ``sasl.server.max.receive.size``; a failed authentica
 answered, then closed; a user removed, or whose token changed, since the connection
 authenticated; an API without an entry in the ACL table, ``acl.NEEDS``, from anyone but the
 super-user). Each request gets the ACL checks of its API (``acl.Guard``) with the
-connection's principal; its handler answers a refusal with the API's authorization error. With TLS on, the listener speaks TLS with the node's reloading
-certificate context, the one the HTTP API uses. Bytes left after a request that parsed are
+connection's principal; its handler answers a refusal with the API's authorization error.
+With TLS on, the listener speaks TLS with the node's reloading certificate context, the one
+the HTTP API uses. Bytes left after a request that parsed are
 ignored, as Kafka's broker ignores them. Nothing a request carries is stored
 before its whole body has parsed and every batch in it passed its checks.
 """

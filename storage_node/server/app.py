@@ -18,6 +18,7 @@ from storage_node.server import (
 from storage_node.server.app_keys import METRICS, RUNTIME
 from storage_node.server.metrics import NodeMetrics
 from storage_node.server.middleware import access_middleware, errors_middleware, metrics_middleware
+from storage_node.server.peer_auth import peer_auth_middleware
 from storage_node.server.runtime import NodeRuntime
 
 
@@ -31,6 +32,7 @@ def create_app(runtime: NodeRuntime) -> web.Application:
             metrics_middleware(metrics),
             errors_middleware,
             access_middleware(runtime.authorizer),
+            peer_auth_middleware(),  # mTLS: the routes only nodes call
         ],
     )
     app[RUNTIME] = runtime

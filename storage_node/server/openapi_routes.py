@@ -447,13 +447,14 @@ ROUTES: tuple[Route, ...] = (
         ),
         body_types=(OCTETS,),
     ),
-    # replicated logs (docs/REPLICATION.md): node-to-node and controller requests
+    # replicated logs (docs/REPLICATION.md): node-to-node and controller requests; with mTLS
+    # the first four need a node's or the controller's certificate too (403 without)
     Route(
         "get",
         "/v1/replication/logs/{log}/fetch",
         "log bytes from a position (whole checked batches), long-polled; acknowledges it",
         {"200": Reply("log bytes", other=("application/x-msgstore-log",))},
-        ("400", "404", "409", "421", "503", "401"),
+        ("400", "404", "409", "421", "503", "401", "403"),
         params=(_name("log", "path", "replicated log id"),),
     ),
     Route(
@@ -461,7 +462,7 @@ ROUTES: tuple[Route, ...] = (
         "/v1/replication/logs/{log}/epoch-end",
         "where a leader epoch ended in this leader's log (KIP-101)",
         {"200": Reply("end position", schema=ANY_OBJECT)},
-        ("400", "404", "409", "421", "503", "401"),
+        ("400", "404", "409", "421", "503", "401", "403"),
         params=(_name("log", "path", "replicated log id"),),
     ),
     Route(
