@@ -134,17 +134,18 @@ def _status(
 
 
 def _store_ca(kube: Kube, namespace: str, store: str, spec: StoreSpec) -> tuple[bytes | None, Any]:
-    """(the CA certificate clients verify with, the CA with its key or None)."""
+    """(what clients verify the nodes with: the CA ConfigMap, both CAs during a rotation;
+    the operator's own CA with its key, which signs tls users, or None)."""
     if not spec.tls.enabled:
         return None, None
+    cm = kube.get("v1", "ConfigMap", namespace, naming.ca_config_map_name(store))
+    pem = ((cm or {}).get("data") or {}).get(naming.CA_KEY)
     if spec.tls.issuer_ref is not None:
-        cm = kube.get("v1", "ConfigMap", namespace, naming.ca_config_map_name(store))
-        pem = ((cm or {}).get("data") or {}).get(naming.CA_KEY)
         return (pem.encode() if pem else None), None
     ca = tls_children.ca_from_secret(
         kube.get("v1", "Secret", namespace, naming.ca_secret_name(store))
     )
-    return (ca.cert_pem if ca else None), ca
+    return (pem.encode() if pem and ca else None), ca
 
 
 def _credentials(
