@@ -50,7 +50,7 @@ class NodeProcess:
             self.wait_ready()
         return self
 
-    def wait_ready(self, timeout: float = 60.0) -> None:
+    def wait_ready(self, timeout: float = 180.0) -> None:  # a loaded 2-core machine is slow
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.proc is not None

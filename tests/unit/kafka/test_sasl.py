@@ -125,7 +125,7 @@ def test_every_served_api_has_its_acl_entry():
     assert served - set(NEEDS) == set(), "served APIs without an ACL entry"
     assert set(NEEDS) - served == set(), "ACL entries of APIs not served"
     writes = {key for key, need in NEEDS.items() if need.changes}
-    assert writes == {0, 8, 19, 20, 22, 37}
+    assert writes == {0, 8, 19, 20, 22, 37, 42, 47}
 
 
 def test_local_up_prints_the_kafka_client_settings():
