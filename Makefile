@@ -30,12 +30,10 @@ kafka-jars: system
 run: system $(STAMP)
 	$(PY) -m storage_node.demo
 
-## make test: lint (ruff check and format, mypy), then every test from unit to Kubernetes end to end
-test: system $(STAMP) kafka-jars
-	$(PY) -m ruff check .
-	$(PY) -m ruff format --check .
-	$(PY) -m mypy
-	$(PY) -m pytest -q -rs -p no:cacheprovider --durations=25
+## make test: lint (ruff check and format, mypy), then every test from unit to Kubernetes end to
+## end, the kind cluster's tests in a second pytest process beside the others (scripts/test.sh)
+test: system $(STAMP)
+	PY=$(PY) bash scripts/test.sh
 
 ## make test-unit: the quick loop, tests/unit only (in-process, no server, no build; docs/TESTING.md)
 test-unit: $(STAMP)

@@ -56,16 +56,18 @@ def markers_for(path: Path) -> tuple[str, ...]:
 
 
 def build_stage(item: pytest.Item) -> int:
-    """When a test can run: 0 needs no build; 1 needs the control-plane binaries; 2 the kind
-    preparation (engine, node image, msgstore images); 3 the kind cluster itself."""
-    import fixtures_controlplane  # loaded by pytest_plugins; imported here, once it is
+    """When a test can run: 0 needs no build; 1 needs the control-plane or Prometheus
+    binaries; 2 the kind preparation (engine, node image, msgstore images); 3 the kind cluster
+    itself."""
+    import fixtures_controlplane  # loaded by pytest_plugins; imported here, once they are
+    import fixtures_prometheus
 
     names = set(getattr(item, "fixturenames", ()))
     if "kind_cluster" in names:
         return 3
     if "kind_prepared" in names or item.get_closest_marker("images"):
         return 2
-    if names & set(fixtures_controlplane.COMPONENTS_OF_FIXTURE):
+    if names & {*fixtures_controlplane.COMPONENTS_OF_FIXTURE, fixtures_prometheus.FIXTURE}:
         return 1
     return 0
 

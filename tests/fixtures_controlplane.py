@@ -48,7 +48,11 @@ _failed: dict[str, str] = {}
 _build_lock = threading.Lock()  # one build.sh at a time, whoever asks
 
 # Builds started after collection: name -> thread; and how long each took and tests waited.
-BUILD_LOG = Path(tempfile.gettempdir()) / "msgstore-test-builds.log"
+# (MSGSTORE_TEST_BUILD_LOG names another file: scripts/test.sh gives each pytest process its own.)
+BUILD_LOG = Path(
+    os.environ.get("MSGSTORE_TEST_BUILD_LOG")
+    or Path(tempfile.gettempdir()) / "msgstore-test-builds.log"
+)
 _background: dict[str, threading.Thread] = {}
 BUILD_TIMES: dict[str, float] = {}
 _log_lock = threading.Lock()

@@ -21,8 +21,9 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,33 +104,60 @@ def _stream(argv: list[str], tag: str, timeout: float) -> str:
 
 
 def _prepare() -> _Prepared:
-    """Engine, node image, msgstore images, kubectl and helm: all built or reused here."""
+    """Engine, node image, msgstore images, kubectl and helm: all built or reused here. Once
+    the engine runs, the msgstore images (Debian bases, wheels: mostly downloads and disk)
+    build beside the Go builds of the control plane and the node image (mostly CPU), which
+    need each other in that order."""
     prep = _Prepared()
-    steps: list[tuple[str, Any]] = [
-        (
-            "docker engine",
-            lambda: _stream(["bash", str(DOCKER_ENGINE_SH), "ensure"], "docker", 900),
+    engine = _timed_step(
+        prep,
+        "docker engine",
+        lambda: _stream(["bash", str(DOCKER_ENGINE_SH), "ensure"], "docker", 900),
+    )
+    if prep.error:
+        return prep
+    prep.started_engine = str(engine).strip().startswith("started")
+    images = _Prepared()
+    beside = threading.Thread(
+        target=_timed_step,
+        args=(
+            images,
+            "msgstore images",
+            lambda: _stream(["bash", str(BUILD_IMAGES_SH), "all"], "images", 3600),
         ),
-        ("kubectl, helm, minio", lambda: ensure_built(["kubernetes", "helm", "minio"])),
-        ("kind node image", lambda: _stream(["bash", str(NODE_IMAGE_SH)], "kind", 3600)),
-        ("msgstore images", lambda: _stream(["bash", str(BUILD_IMAGES_SH), "all"], "images", 3600)),
-    ]
-    for what, step in steps:
-        started = time.monotonic()
-        try:
-            result = step()
-        except (RuntimeError, OSError, ControlPlaneBuildError, subprocess.TimeoutExpired) as exc:
-            prep.error = f"preparing the kind cluster failed at '{what}':\n{exc}"
-            return prep
-        prep.times[what] = round(time.monotonic() - started, 1)
-        if what == "docker engine":
-            prep.started_engine = str(result).strip().startswith("started")
-        if what == "kind node image":
-            lines = [line for line in str(result).splitlines() if line.strip()]
+        name="build-msgstore-images",
+    )
+    beside.start()
+    try:
+        _timed_step(
+            prep, "kubectl, helm, minio", lambda: ensure_built(["kubernetes", "helm", "minio"])
+        )
+        if not prep.error:
+            node = _timed_step(
+                prep, "kind node image", lambda: _stream(["bash", str(NODE_IMAGE_SH)], "kind", 3600)
+            )
+            lines = [line for line in str(node).splitlines() if line.strip()]
             prep.node_image = lines[-1].strip() if lines else ""
-    echo("kind", f"prepared in {json.dumps(prep.times)}\n")
-    TIMINGS.update({f"prepare {k}": v for k, v in prep.times.items()})
+    finally:
+        beside.join()
+    prep.error = prep.error or images.error
+    prep.times.update(images.times)
+    if not prep.error:
+        echo("kind", f"prepared in {json.dumps(prep.times)}\n")
+        TIMINGS.update({f"prepare {k}": v for k, v in prep.times.items()})
     return prep
+
+
+def _timed_step(prep: _Prepared, what: str, step: Callable[[], Any]) -> Any:
+    """Runs one preparation step; records its time in `prep`, or its failure as prep.error."""
+    started = time.monotonic()
+    try:
+        result = step()
+    except (RuntimeError, OSError, ControlPlaneBuildError, subprocess.TimeoutExpired) as exc:
+        prep.error = f"preparing the kind cluster failed at '{what}':\n{exc}"
+        return None
+    prep.times[what] = round(time.monotonic() - started, 1)
+    return result
 
 
 @pytest.hookimpl(trylast=True)
@@ -231,21 +259,23 @@ class KindCluster(K8sCluster):
 _current: KindCluster | None = None
 
 
-def minio_image(cluster: KindCluster) -> str:
-    """MinIO (built from its Go module) on the node image's Debian base, loaded on the workers.
-
-    Built with the classic builder and no network: the binary is the only thing copied in.
-    """
-    binary = require_binary("minio")
-    tag = f"msgstore-e2e/minio:{binary.stat().st_size}-{int(binary.stat().st_mtime)}"
+def binary_image(
+    cluster: KindCluster, name: str, binary: Path, user: str, base: str = NODE_IMAGE
+) -> str:
+    """An image of one binary built on this machine (on `base`, default the node image's
+    Debian), loaded on the workers; its tag names the binary's size and time, so a rebuilt
+    binary makes a new image. Built with the classic builder and no network: the binary is
+    the only thing copied in."""
+    stat = binary.stat()
+    tag = f"msgstore-e2e/{name}:{stat.st_size}-{int(stat.st_mtime)}"
     if subprocess.run(["docker", "image", "inspect", tag], capture_output=True).returncode != 0:
-        context = cluster.workdir / "minio-image"
+        context = cluster.workdir / f"{name}-image"
         context.mkdir(exist_ok=True)
-        (context / "minio").write_bytes(binary.read_bytes())
-        (context / "minio").chmod(0o755)
+        (context / binary.name).write_bytes(binary.read_bytes())
+        (context / binary.name).chmod(0o755)
         (context / "Dockerfile").write_text(
-            f"FROM {NODE_IMAGE}\nCOPY minio /usr/local/bin/minio\nUSER 10001:10001\n"
-            'ENTRYPOINT ["/usr/local/bin/minio"]\n'
+            f"FROM {base}\nCOPY {binary.name} /usr/local/bin/{binary.name}\nUSER {user}\n"
+            f'ENTRYPOINT ["/usr/local/bin/{binary.name}"]\n'
         )
         subprocess.run(
             ["docker", "build", "--network", "none", "-q", "-t", tag, str(context)],
@@ -263,6 +293,11 @@ def minio_image(cluster: KindCluster) -> str:
         ",".join(cluster.worker_names),
     )
     return tag
+
+
+def minio_image(cluster: KindCluster) -> str:
+    """MinIO (built from its Go module) on the node image's Debian base."""
+    return binary_image(cluster, "minio", require_binary("minio"), "10001:10001")
 
 
 def _kind(*args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess[str]:

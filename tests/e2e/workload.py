@@ -18,6 +18,11 @@ prints one JSON document on stdout.
            the sum of the topic's partition end offsets: how many messages were written.
   lookups  --topic T --keys K,K --msg-ids I,I [--offsets P:O,P:O]
            answers by key (newest first), by message ID, by offset and by time range.
+  groups   --topic T --caught-up G --lagging L --seconds S [--stop-file F]
+           consumer groups for the monitoring test: every second G commits every partition's
+           end and reads a few messages; L commits offset 1 once per partition (as soon as it
+           holds a message) and nothing after, so its lag grows while messages come in.
+           Prints how many rounds it made.
   files    every node's files and their states (unsealed, compacted, uploaded).
   cluster  the routing table as every node serves it.
 """
@@ -166,6 +171,30 @@ def lookups(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def groups(args: argparse.Namespace) -> dict[str, Any]:
+    client = _client(args)
+    lagging: set[int] = set()  # partitions where L has committed (once it holds a message)
+    deadline = time.monotonic() + args.seconds
+    rounds = 0
+    while time.monotonic() < deadline:
+        if args.stop_file and os.path.exists(args.stop_file):
+            break
+        try:
+            for p in client.describe_topic(args.topic)["partition_offsets"]:
+                partition, end = p["partition"], p["next_offset"]
+                client.commit_offset(args.caught_up, args.topic, partition, end)
+                if partition not in lagging and end >= 1:
+                    client.commit_offset(args.lagging, args.topic, partition, 1)
+                    lagging.add(partition)
+            client.read(args.topic, 0, 0, max_messages=10)
+            rounds += 1
+        except MsgStoreError:
+            pass  # a node is down on purpose part of the time
+        time.sleep(1)
+    client.close()
+    return {"rounds": rounds, "lagging_partitions": sorted(lagging)}
+
+
 def files(args: argparse.Namespace) -> dict[str, Any]:
     return _client(args).files()
 
@@ -205,6 +234,13 @@ def main(argv: list[str]) -> int:
     lk.add_argument("--msg-ids", default="")
     lk.add_argument("--offsets", default="")
     lk.set_defaults(func=lookups)
+    g = sub.add_parser("groups")
+    g.add_argument("--topic", required=True)
+    g.add_argument("--caught-up", required=True)
+    g.add_argument("--lagging", required=True)
+    g.add_argument("--seconds", type=float, required=True)
+    g.add_argument("--stop-file")
+    g.set_defaults(func=groups)
     sub.add_parser("files").set_defaults(func=files)
     sub.add_parser("cluster").set_defaults(func=cluster)
     args = parser.parse_args(argv)

@@ -4,8 +4,10 @@
 # way tests/integration/controlplane/build.sh builds the test control plane. A second run is a
 # no-op.
 #
-# The binaries are built with the `remove_all_sd` tag: the tests scrape static loopback targets,
-# so no cloud service discovery is compiled in (file and HTTP discovery remain). The web UI's
+# The binaries are built with the `remove_all_sd` and `enable_kubernetes_sd` tags: no cloud
+# service discovery is compiled in, only Kubernetes' (the Prometheus pod on kind discovers the
+# node pods by their annotations; the loopback tests scrape static targets; file and HTTP
+# discovery remain). The web UI's
 # assets are not embedded (the HTTP API, which the tests use, does not need them).
 #
 # Usage: tests/integration/observability/build.sh [--print-bin-dir]
@@ -19,7 +21,7 @@ GO_BUILD_DIE=die
 # Prometheus 3.16.0 is published to the module proxy as v0.316.0.
 PROMETHEUS_VERSION=v0.316.0
 PROMETHEUS_RELEASE=3.16.0
-BUILD_TAGS="remove_all_sd"
+BUILD_TAGS="remove_all_sd enable_kubernetes_sd"
 
 BUNDLE="prometheus-${PROMETHEUS_VERSION}_${BUILD_TAGS// /-}"
 CACHE_ROOT="${MSGSTORE_PROM_CACHE:-$HOME/.cache/msgstore-prometheus}"

@@ -1,12 +1,9 @@
 """A real Prometheus (built by build.sh) on loopback, scraping a local cluster's nodes with
-the chart's alert rules, and the queries the tests ask it through its HTTP API."""
+the chart's alert rules (the queries are prometheus_api.py's)."""
 
 from __future__ import annotations
 
-import re
 import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -15,41 +12,18 @@ import requests
 import yaml
 
 from storage_node.cli.local import free_port
+from tests.integration.observability.prometheus_api import PrometheusAPI, fast_rules
 from tests.integration.observability.referenced import RULES_FILE
 
-# Grafana's variables, as the tests give them to Prometheus
-PANEL_VARIABLES = {"$__rate_interval": "30s", "$job": "msgstore", "$topic": ".+", "$group": ".+"}
-SELECTOR = re.compile(r"\b(msgstore_[a-z0-9_]+|up)(\{[^}]*\})?")
 
+class Prometheus(PrometheusAPI):
+    """A Prometheus process on loopback (stop it with ``stop``)."""
 
-def fast_rules(rules_file: Path, window: str = "20s", hold: str = "2s") -> dict[str, Any]:
-    """The rules with short ``for:`` and range windows, so a test sees them fire in seconds."""
-    doc = yaml.safe_load(rules_file.read_text())
-    for group in doc["groups"]:
-        for rule in group["rules"]:
-            if "for" in rule:
-                rule["for"] = hold
-            rule["expr"] = re.sub(r"\[(10|15)m\]", f"[{window}]", rule["expr"])
-    return doc
-
-
-def selectors(expr: str) -> list[str]:
-    """The vector selectors of a PromQL expression (metric name and matchers)."""
-    return [m.group(0) for m in SELECTOR.finditer(expr)]
-
-
-def panel_query(expr: str) -> str:
-    for name, value in PANEL_VARIABLES.items():
-        expr = expr.replace(name, value)
-    return expr
-
-
-class Prometheus:
     def __init__(self, bin_dir: Path, workdir: Path) -> None:
         self.bin = bin_dir / "prometheus"
         self.dir = workdir
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        super().__init__(f"http://127.0.0.1:{self.port}")
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, addresses: list[str], ca_file: str | None) -> Prometheus:
@@ -102,24 +76,3 @@ class Prometheus:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-
-    def query(self, expr: str) -> list[dict[str, Any]]:
-        resp = requests.get(self.url + "/api/v1/query", params={"query": expr}, timeout=30)
-        doc = resp.json()
-        assert resp.status_code == 200 and doc["status"] == "success", (expr, doc)
-        return list(doc["data"]["result"])
-
-    def firing(self) -> list[dict[str, str]]:
-        """Labels of the alerts firing now."""
-        doc = requests.get(self.url + "/api/v1/alerts", timeout=30).json()
-        return [a["labels"] for a in doc["data"]["alerts"] if a["state"] == "firing"]
-
-    def wait_for(self, check: Callable[[], Any], what: str, timeout: float = 120) -> Any:
-        deadline = time.monotonic() + timeout
-        while True:
-            result = check()
-            if result:
-                return result
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{what}: not seen within {timeout}s")
-            time.sleep(0.5)

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# `make test`: lint, then every test once, in two pytest processes side by side
+# (docs/TESTING.md#make-test):
+#   cluster  -m "kind or e2e or images": the kind cluster's tests and the image tests (which
+#            build the same images). Mostly waits on builds, pods and the cluster's own
+#            processes. One kind cluster with fixed host ports per machine, so it holds
+#            $MSGSTORE_KIND_LOCK (flock) while it runs; its output goes to a file, printed
+#            whole at the end.
+#   rest     every other test, on this terminal, started once the lint is done.
+# The cluster process starts first, so its builds (Docker engine, kind node image, images)
+# overlap the lint and the other tests; Kafka's jars (Maven) are fetched during the lint.
+# The exit status is 0 only when the lint and both processes passed.
+#
+# Usage: scripts/test.sh [PYTEST_ARGS...]   (extra arguments go to both pytest processes)
+#   PY                     the Python of the virtualenv (default: .venv/bin/python)
+#   MSGSTORE_TEST_OUT      where the cluster process' output and build logs go
+#                          (default: $TMPDIR/msgstore-test)
+#   MSGSTORE_KIND_LOCK     the lock of the machine's kind cluster (default: $TMPDIR/msgstore-kind.lock)
+set -uo pipefail
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$REPO" || exit 1
+PY=${PY:-.venv/bin/python}
+TMP=${TMPDIR:-/tmp}
+OUT=${MSGSTORE_TEST_OUT:-$TMP/msgstore-test}
+LOCK=${MSGSTORE_KIND_LOCK:-$TMP/msgstore-kind.lock}
+CLUSTER_TESTS="kind or e2e or images"
+mkdir -p "$OUT"
+started=$(date +%s)
+elapsed() { echo "$(($(date +%s) - started)) s"; }
+
+# flock -o: the lock stays with flock itself, not with the daemons the tests start.
+if ! flock -n "$LOCK" true; then
+  echo "[test] another kind run holds $LOCK: the cluster tests wait for it" >&2
+fi
+MSGSTORE_TEST_BUILD_LOG="$OUT/builds-cluster.log" flock -o "$LOCK" \
+  "$PY" -m pytest -q -rs -p no:cacheprovider --durations=15 -m "$CLUSTER_TESTS" "$@" \
+  >"$OUT/cluster.log" 2>&1 &
+cluster_pid=$!
+echo "[test] cluster tests (-m '$CLUSTER_TESTS') started in a second pytest process;" \
+  "follow them with: tail -f $OUT/cluster.log" >&2
+
+bash scripts/kafka-jars.sh >"$OUT/kafka-jars.log" 2>&1 &
+jars_pid=$!
+
+lint=0
+"$PY" -m ruff check . || lint=1
+"$PY" -m ruff format --check . || lint=1
+"$PY" -m mypy || lint=1
+echo "[test] lint done after $(elapsed)" >&2
+if ! wait "$jars_pid"; then
+  echo "[test] scripts/kafka-jars.sh failed (the Java client tests say why):" >&2
+  tail -n 20 "$OUT/kafka-jars.log" >&2
+fi
+
+MSGSTORE_TEST_BUILD_LOG="$OUT/builds-rest.log" \
+  "$PY" -m pytest -q -rs -p no:cacheprovider --durations=25 -m "not ($CLUSTER_TESTS)" "$@"
+rest=$?
+((rest == 5)) && rest=0 # no test selected (arguments that name only cluster tests)
+echo "[test] other tests done after $(elapsed) (exit $rest); waiting for the cluster tests" >&2
+wait "$cluster_pid"
+cluster=$?
+((cluster == 5)) && cluster=0
+
+echo
+echo "==== cluster tests (-m '$CLUSTER_TESTS', second pytest process): $OUT/cluster.log ===="
+cat "$OUT/cluster.log"
+echo "==== make test: lint $([[ $lint == 0 ]] && echo passed || echo FAILED)," \
+  "other tests exit $rest, cluster tests exit $cluster; $(elapsed) in all ===="
+[[ $lint == 0 && $rest == 0 && $cluster == 0 ]]
