@@ -276,6 +276,9 @@ def build_parser(command: str | None = None, full: bool = False) -> argparse.Arg
     from storage_node.cli.admin import register_group
 
     register_group(sub, parent)
+    from storage_node.cli.console_cmd import register_console
+
+    register_console(sub)
     register_lazy(sub, parent, command, full)
     return parser
 

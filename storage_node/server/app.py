@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from storage_node import console
 from storage_node.server import (
     routes_admin,
     routes_compaction,
@@ -44,5 +43,4 @@ def create_app(runtime: NodeRuntime) -> web.Application:
         routes_replication,
     ):
         module.register(app)
-    console.register(app, settings.token, settings.read_token)  # the web console's pages
     return app
