@@ -98,6 +98,8 @@ def page(handler: Page) -> Page:
             response = error_page(request, exc.status, exc.message)
         if fresh:
             set_cookie(request, response, SESSION_COOKIE, session.id, SESSION_SECONDS)
+        # the page's time in this process, its cluster calls included (bench/console.py)
+        response.headers["Server-Timing"] = f"page;dur={elapsed_ms(request):.2f}"
         return response
 
     wrapped.__name__ = handler.__name__
