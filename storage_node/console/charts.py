@@ -47,7 +47,8 @@ def chart(title: str, points: list[Point], unit: str = "") -> Chart:
         )
         return Chart(title, head + body + "</svg>", "-", "-", len(points))
     t0, t1 = points[0][0], points[-1][0]
-    top = max(v for _, v in points) or 1.0
+    peak = max(v for _, v in points)
+    top = peak or 1.0  # an all-zero series is drawn along the bottom
     span = (t1 - t0) or 1.0
     xy = " ".join(
         f"{PAD + (t - t0) / span * (WIDTH - 2 * PAD):.1f},"
@@ -59,12 +60,12 @@ def chart(title: str, points: list[Point], unit: str = "") -> Chart:
     body = (
         f'<polyline class="series" fill="none" stroke="#0b5394" stroke-width="1.5" '
         f'points="{xy}"/>'
-        f'<text x="{PAD}" y="12" font-size="10" fill="#333">max {escape(human(top, unit))}'
+        f'<text x="{PAD}" y="12" font-size="10" fill="#333">max {escape(human(peak, unit))}'
         f"</text>"
         f'<text x="{PAD}" y="{HEIGHT - PAD - 1}" font-size="10" fill="#333">{start}</text>'
         f'<text x="{WIDTH - PAD}" y="{HEIGHT - PAD - 1}" font-size="10" fill="#333" '
         f'text-anchor="end">{end}</text>'
     )
     return Chart(
-        title, head + body + "</svg>", human(points[-1][1], unit), human(top, unit), len(points)
+        title, head + body + "</svg>", human(points[-1][1], unit), human(peak, unit), len(points)
     )

@@ -4,7 +4,8 @@ ring buffer per series (no Prometheus needed), and rates per second computed fro
 Series names: ``node/<id>/in_messages`` (messages appended), ``node/<id>/in_bytes``,
 ``node/<id>/out_messages`` (offsets committed by consumer groups on partitions it serves),
 ``node/<id>/disk_used``, ``topic/<t>/in`` (sum of its partitions' next offsets),
-``topic/<t>/out`` (sum of the groups' committed offsets), ``group/<g>/lag``."""
+``topic/<t>/out`` (sum of the groups' committed offsets), ``group/<g>/lag`` (as ``msgstore
+group describe`` counts it)."""
 
 from __future__ import annotations
 

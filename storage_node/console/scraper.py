@@ -1,6 +1,7 @@
 """Reads every node's ``/metrics`` every few seconds into the console's History: the
 throughput in and out of each node, its disk use, the in and out rates of each topic and
-the lag of each consumer group. A node that does not answer just leaves a gap."""
+the lag of each consumer group. A node that does not answer just leaves a gap (and
+its partitions are missing from that sample's group lag)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
+from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -18,42 +20,77 @@ from storage_node.errors import MsgStoreError
 log = logging.getLogger(__name__)
 
 
-def samples_of(node: str, text: str) -> dict[str, float]:
+Partition = tuple[str, int]
+
+
+@dataclass
+class NodeSamples:
+    """One node's answer: its own series, and the partition offsets it reports (group lag
+    needs every node's: a group's partitions are served across the cluster)."""
+
+    series: dict[str, float] = field(default_factory=dict)
+    first: dict[Partition, float] = field(default_factory=dict)
+    next: dict[Partition, float] = field(default_factory=dict)
+    committed: dict[tuple[str, str, int], float] = field(default_factory=dict)
+
+
+def samples_of(node: str, text: str) -> NodeSamples:
     """The series a node's metrics give (see History), summed over labels."""
-    out: dict[str, float] = defaultdict(float)
+    out = NodeSamples()
+    series: dict[str, float] = defaultdict(float)
     disk: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
             name, labels, value = s.name, s.labels, float(s.value)
             if name == "msgstore_appended_messages_total":
-                out[f"node/{node}/in_messages"] += value
+                series[f"node/{node}/in_messages"] += value
             elif name == "msgstore_appended_bytes_total":
-                out[f"node/{node}/in_bytes"] += value
+                series[f"node/{node}/in_bytes"] += value
             elif name in ("msgstore_disk_size_bytes", "msgstore_disk_free_bytes"):
                 disk[name] = value
+            elif name == "msgstore_partition_first_offset":
+                out.first[(labels["topic"], int(labels["partition"]))] = value
             elif name == "msgstore_partition_next_offset":
-                out[f"topic/{labels['topic']}/in"] += value
+                series[f"topic/{labels['topic']}/in"] += value
+                out.next[(labels["topic"], int(labels["partition"]))] = value
             elif name == "msgstore_group_committed_offset":
-                out[f"node/{node}/out_messages"] += value
-                out[f"topic/{labels['topic']}/out"] += value
-            elif name == "msgstore_group_lag_messages":
-                out[f"group/{labels['group']}/lag"] += value
-    out.setdefault(f"node/{node}/out_messages", 0.0)
+                series[f"node/{node}/out_messages"] += value
+                series[f"topic/{labels['topic']}/out"] += value
+                key = (labels["group"], labels["topic"], int(labels["partition"]))
+                out.committed[key] = value
+    series.setdefault(f"node/{node}/out_messages", 0.0)
     if len(disk) == 2:
-        out[f"node/{node}/disk_used"] = (
-            disk["msgstore_disk_size_bytes"] - disk["msgstore_disk_free_bytes"]
-        )
-        out[f"node/{node}/disk_size"] = disk["msgstore_disk_size_bytes"]
-    return dict(out)
+        size = disk["msgstore_disk_size_bytes"]
+        series[f"node/{node}/disk_used"] = size - disk["msgstore_disk_free_bytes"]
+        series[f"node/{node}/disk_size"] = size
+    out.series = dict(series)
+    return out
 
 
-def merge(per_node: list[dict[str, float]]) -> dict[str, float]:
-    """One scrape of the cluster: node series as they are, topic and group series summed
-    over the nodes (each node reports the partitions it serves)."""
+def merge(per_node: list[NodeSamples]) -> dict[str, float]:
+    """One scrape of the cluster: node series as they are, topic series summed over the
+    nodes (each reports the partitions it serves), and each group's lag as ``msgstore
+    group describe`` counts it: over every partition of each topic it committed in, the
+    next offset less the committed one (or less the first offset, when later)."""
     out: dict[str, float] = defaultdict(float)
+    first: dict[Partition, float] = {}
+    nxt: dict[Partition, float] = {}
+    committed: dict[tuple[str, str, int], float] = {}
     for samples in per_node:
-        for name, value in samples.items():
+        for name, value in samples.series.items():
             out[name] += value
+        first.update(samples.first)
+        nxt.update(samples.next)
+        committed.update(samples.committed)
+    topics_of: dict[str, set[str]] = defaultdict(set)
+    for group, topic, _p in committed:
+        topics_of[group].add(topic)
+    for group, topics in topics_of.items():
+        out[f"group/{group}/lag"] = sum(
+            end - max(committed.get((group, t, p), 0.0), first.get((t, p), 0.0))
+            for (t, p), end in nxt.items()
+            if t in topics
+        )
     return dict(out)
 
 
@@ -62,7 +99,7 @@ async def scrape_once(client: AsyncClient, history: History) -> int:
     doc = await client.refresh_routing()
     nodes = [n["id"] for n in doc.get("nodes", [])]
 
-    async def one(node: str) -> dict[str, float] | None:
+    async def one(node: str) -> NodeSamples | None:
         address = client.routing.address_of(node)
         if address is None:
             return None

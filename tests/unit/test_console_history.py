@@ -27,15 +27,28 @@ msgstore_group_lag_messages{group="billing",topic="orders",partition="3"} 30.0
 """
 
 
+OTHER_NODE = """\
+msgstore_appended_messages_total 5.0
+msgstore_partition_first_offset{topic="orders",partition="1"} 4.0
+msgstore_partition_next_offset{topic="orders",partition="1"} 10.0
+"""
+
+
 def test_a_nodes_metrics_become_the_console_series():
-    s = samples_of("node-0", METRICS)
+    s = samples_of("node-0", METRICS).series
     assert s["node/node-0/in_messages"] == 120 and s["node/node-0/in_bytes"] == 4096
     assert s["node/node-0/disk_used"] == 400 and s["node/node-0/disk_size"] == 1000
     assert s["topic/orders/in"] == 100 and s["topic/orders/out"] == 50
-    assert s["node/node-0/out_messages"] == 50 and s["group/billing/lag"] == 50
-    both = merge([s, samples_of("node-1", METRICS)])
-    assert both["topic/orders/in"] == 200 and both["group/billing/lag"] == 100
-    assert both["node/node-0/in_messages"] == 120 and both["node/node-1/in_messages"] == 120
+    assert s["node/node-0/out_messages"] == 50
+
+
+def test_group_lag_is_counted_as_group_describe_does_across_nodes():
+    both = merge([samples_of("node-0", METRICS), samples_of("node-1", OTHER_NODE)])
+    assert both["topic/orders/in"] == 110
+    assert both["node/node-0/in_messages"] == 120 and both["node/node-1/in_messages"] == 5
+    # partition 0: 70 - 50; partition 3 (no commit, first 0): 30; partition 1 on the other
+    # node (no commit, first 4): 10 - 4
+    assert both["group/billing/lag"] == 20 + 30 + 6
 
 
 def test_rates_of_counters_never_go_negative_and_the_ring_is_bounded():
@@ -59,6 +72,8 @@ def test_charts_are_svg_of_numbers_and_escaped_text():
     drawn = chart("in", [(0.0, 0.0), (60.0, 1500.0), (120.0, 500.0)], "B")
     assert "<polyline" in drawn.svg and "style=" not in drawn.svg and "<script" not in drawn.svg
     assert drawn.latest == "500B" and drawn.peak == "1.5kB"
+    flat = chart("idle", [(0.0, 0.0), (10.0, 0.0)])
+    assert flat.peak == "0" and "max 0" in flat.svg
     assert human(2_500_000) == "2.5M" and human(3) == "3" and human(0.25) == "0.2"
 
 
