@@ -11,12 +11,17 @@ from storage_node.cli.common import UsageError
 
 
 def cmd_console(args: argparse.Namespace) -> int:
+    from storage_node.client.common import normalize_endpoints, resolve_ca
     from storage_node.console.serve import run
     from storage_node.console.settings import ConsoleSettings
 
-    endpoints = tuple(e.strip() for e in (args.endpoint or "").split(",") if e.strip())
-    if not endpoints:
+    if not (args.endpoint or "").strip(","):
         raise UsageError("give the cluster with --endpoint URL[,URL] (or MSGSTORE_ENDPOINT)")
+    ca = resolve_ca(args.ca or None)  # a missing or non-PEM file is refused here
+    endpoints = tuple(normalize_endpoints(args.endpoint.split(","), tls=ca is not None))
+    bad = [e for e in endpoints if not e.startswith(("http://", "https://"))]
+    if bad:
+        raise UsageError(f"--endpoint takes http:// or https:// node addresses, not {bad[0]}")
     if bool(args.cert) != bool(args.key):
         raise UsageError("--cert and --key go together (the console's own HTTPS)")
     if not 0 <= args.port <= 65535:
@@ -25,7 +30,7 @@ def cmd_console(args: argparse.Namespace) -> int:
         ConsoleSettings(
             endpoints=endpoints,
             token=args.token or None,
-            ca=args.ca or None,
+            ca=ca,
             admin=args.admin,
             host=args.host,
             port=args.port,

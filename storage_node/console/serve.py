@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 import ssl
 
 from aiohttp import web
@@ -26,13 +27,16 @@ async def serve(settings: ConsoleSettings) -> None:
         context.load_cert_chain(settings.cert, settings.key)
     runner = web.AppRunner(create_app(settings), access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, settings.host, settings.port, ssl_context=context)
+    # our own socket, so that port 0 (any free one) can be told: the URL names the real one
+    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((settings.host, settings.port))
+    site = web.SockSite(runner, sock, ssl_context=context)
     await site.start()
-    server = site._server  # the bound port, when 0 asked for any free one
-    port = server.sockets[0].getsockname()[1] if server is not None else settings.port  # type: ignore[attr-defined]
-    print(
-        f"console: {url_of(settings, port)} (cluster {', '.join(settings.endpoints)})", flush=True
-    )
+    port = sock.getsockname()[1]
+    endpoints = ", ".join(settings.endpoints)
+    print(f"console: {url_of(settings, port)} (cluster {endpoints})", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -3,6 +3,7 @@ refuses to start a page without it), and serves HTTPS itself with ``--cert``/``-
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -82,3 +83,25 @@ def test_the_console_serves_https_with_its_own_certificate(tls_cluster):
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def test_bad_command_lines_are_refused_before_anything_listens(tmp_path):
+    cases = [
+        ([], "--endpoint"),
+        (["--endpoint", "http://127.0.0.1:1", "--cert", "c.pem"], "--cert and --key"),
+        (["--endpoint", "http://127.0.0.1:1", "--port", "70000"], "--port"),
+        (["--endpoint", "ftp://127.0.0.1:1"], "ftp"),
+        (["--endpoint", "http://127.0.0.1:1", "--ca", "missing.pem"], "missing.pem"),
+    ]
+    env = {k: v for k, v in os.environ.items() if k != "MSGSTORE_ENDPOINT"}
+    for args, words in cases:
+        proc = subprocess.run(
+            [sys.executable, "-m", "storage_node.cli", "console", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+            cwd=tmp_path,
+        )
+        assert proc.returncode != 0, args
+        assert words in proc.stderr and "console:" not in proc.stdout, (args, proc.stderr)
