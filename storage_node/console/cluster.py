@@ -17,13 +17,13 @@ from storage_node.errors import MsgStoreError
 
 
 def _health(answer: Any) -> str:
-    if isinstance(answer, MsgStoreError):
-        return (
-            "unreachable"
-            if answer.status == 503 and "reach" in answer.message
-            else (f"not ready: {answer.message}")
-        )
-    return "ready" if isinstance(answer, dict) and answer.get("ready") else "not ready"
+    """A node's ``/readyz`` answer as a word: ready, unreachable (no connection), or not
+    ready and why."""
+    if not isinstance(answer, MsgStoreError):
+        return "ready" if isinstance(answer, dict) and answer.get("ready") else "not ready"
+    if answer.status == 503 and "reach" in answer.message:
+        return "unreachable"
+    return f"not ready: {answer.message}"
 
 
 async def _statuses(client: AsyncClient) -> dict[str, Any]:
@@ -58,12 +58,13 @@ async def cluster_page(request: web.Request) -> web.StreamResponse:
     for n in doc.get("nodes", []):
         node = n["id"]
         used, size = history.last(f"node/{node}/disk_used"), history.last(f"node/{node}/disk_size")
+        health_word = _health(health.get(node))
         nodes.append(
             {
                 "id": node,
                 "address": n["address"],
-                "health": _health(health.get(node)),
-                "ok": _health(health.get(node)) == "ready",
+                "health": health_word,
+                "ok": health_word == "ready",
                 "led": sorted(i for i, lg in logs.items() if lg["leader"] == node and lg["epoch"]),
                 "followed": sorted(
                     i for i, lg in logs.items() if node in lg["replicas"] and lg["leader"] != node

@@ -97,9 +97,9 @@ async def each_node(client: AsyncClient, path: str) -> dict[str, Any]:
     """``path`` asked of every node of the routing table at once: {node id: its JSON
     answer, or the MsgStoreError it failed with}."""
     doc = await client.refresh_routing()
-    nodes = [(n["id"], n["address"]) for n in doc.get("nodes", [])]
-    listener_addresses = {
-        node_id: client.routing.address_of(node_id) or address for node_id, address in nodes
+    # the address of the listener the client uses (internal, or a node's external one)
+    addresses = {
+        n["id"]: client.routing.address_of(n["id"]) or n["address"] for n in doc.get("nodes", [])
     }
 
     async def one(address: str) -> Any:
@@ -108,5 +108,5 @@ async def each_node(client: AsyncClient, path: str) -> dict[str, Any]:
         except MsgStoreError as exc:
             return exc
 
-    answers = await asyncio.gather(*(one(a) for a in listener_addresses.values()))
-    return dict(zip(listener_addresses, answers, strict=True))
+    answers = await asyncio.gather(*(one(a) for a in addresses.values()))
+    return dict(zip(addresses, answers, strict=True))
