@@ -28,7 +28,7 @@ class ConsoleProcess:
     pid: int
     port: int
     url: str
-    marker: str  # a word of its command line only it has (the cluster's first address)
+    marker: str  # an argument of its command line only it has (its --endpoint list)
 
 
 class LocalConsole:
@@ -82,7 +82,8 @@ class LocalConsole:
                 start_new_session=True,
             )
         url = f"http://{self.host}:{port}"
-        self.process = ConsoleProcess(proc.pid, port, url, endpoints[0])
+        # the whole argument: a process is found by an exact argument of its command line
+        self.process = ConsoleProcess(proc.pid, port, url, ",".join(endpoints))
         self._save()
         deadline = time.monotonic() + timeout
         while True:

@@ -64,8 +64,9 @@ def sample(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sample]:
         url = console.start(c.addresses, scrape_seconds=0.5).url
         yield Sample(c, endpoint, url, order42, xss, binary)
     finally:
-        console.stop()
+        stopped = console.stop()
         c.down()
+    assert stopped, "the console process was not found to stop"
 
 
 @dataclass
