@@ -156,3 +156,11 @@ class Incomplete(MsgStoreError):
 
     code = "incomplete"
     status = 503
+
+
+class AccessManaged(MsgStoreError):
+    """Users and ACL rules of this node cannot be changed through its API: they are managed
+    from outside (MessageStoreUser resources), or the node has no writable access file."""
+
+    code = "access_managed"
+    status = 409

@@ -2,7 +2,8 @@
 
 Each line carries ``ts``, ``level``, ``component`` (named from the logger: store,
 replication, routing, http, tls, node, controller, metrics), ``node``, ``msg``, and the
-``log``, ``epoch``, ``topic``, ``partition`` and ``group`` a call passes in ``extra`` where
+``log``, ``epoch``, ``topic``, ``partition``, ``group`` (and for an access denial
+``principal``, ``operation``, ``resource``, ``source``) a call passes in ``extra`` where
 they apply; an exception goes in ``error``. ``MSGSTORE_LOG_FORMAT=text`` prints
 ``time node level component: message [log=... epoch=...]`` for people instead. The secrets handed to
 ``configure`` (the tokens) are replaced by ``[redacted]`` wherever they would appear; request
@@ -18,7 +19,18 @@ import sys
 from collections.abc import Iterable
 
 FORMATS = ("json", "text")
-FIELDS = ("log", "epoch", "topic", "partition", "group")
+# an access denial (storage_node/access) adds who, what, on which resource, from where
+FIELDS = (
+    "log",
+    "epoch",
+    "topic",
+    "partition",
+    "group",
+    "principal",
+    "operation",
+    "resource",
+    "source",
+)
 REDACTED = "[redacted]"
 # logger name prefix -> component (the longest matching prefix wins)
 COMPONENTS = {
@@ -31,6 +43,7 @@ COMPONENTS = {
     "storage_node.tls": "tls",
     "msgstore.node": "node",
     "msgstore.controller": "controller",
+    "msgstore.access": "access",
     "aiohttp": "http",
 }
 

@@ -8,6 +8,12 @@ with).
 
 Keys are ECDSA P-256 and certificates are signed with SHA-256; node certificates carry the
 serverAuth and clientAuth usages and every name a peer may use in Subject Alternative Name.
+A certificate's organizational unit says what it identifies: ``NODE_UNIT`` a storage node,
+``CONTROLLER_UNIT`` the failover controller (storage_node/mtls.py: who may call the routes
+only peers call).
+
+Over 400 lines on purpose: issuing, checking and serving certificates (the reloading server
+context) share the same helpers and are used together by nodes, the CLI and the operator.
 """
 
 from __future__ import annotations
@@ -35,6 +41,9 @@ DEFAULT_CA_DAYS = 3650
 DEFAULT_NODE_DAYS = 90
 # Backdate notBefore a little so a peer whose clock is slightly behind accepts a new cert.
 CLOCK_SKEW = datetime.timedelta(minutes=5)
+# The subject OU of the certificates that identify the store's own processes.
+NODE_UNIT = "msgstore-node"
+CONTROLLER_UNIT = "msgstore-controller"
 
 
 class CertificateProblem(Exception):
@@ -63,6 +72,7 @@ class CertInfo:
     ip_addresses: tuple[str, ...]
     is_ca: bool
     serial: int
+    units: tuple[str, ...] = ()  # the subject's organizational units
 
 
 def _utc(now: datetime.datetime | None) -> datetime.datetime:
@@ -82,13 +92,12 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     )
 
 
-def _name(common_name: str) -> x509.Name:
-    return x509.Name(
-        [
-            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "msgstore"),
-            x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64]),
-        ]
-    )
+def _name(common_name: str, unit: str | None = None) -> x509.Name:
+    attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, "msgstore")]
+    if unit:
+        attrs.append(x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, unit))
+    attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64]))
+    return x509.Name(attrs)
 
 
 def _certificate(
@@ -176,8 +185,10 @@ def issue_cert(
     ip_addresses: Sequence[str] = (),
     now: datetime.datetime | None = None,
     validity: datetime.timedelta = datetime.timedelta(days=DEFAULT_NODE_DAYS),
+    unit: str | None = None,
 ) -> CertKey:
-    """A server (and client) certificate for the given names, signed by ``ca``.
+    """A server (and client) certificate for the given names, signed by ``ca``; ``unit``
+    (``NODE_UNIT``, ``CONTROLLER_UNIT``) makes it one of the store's own processes.
 
     Its lifetime never extends past the CA's own expiry.
     """
@@ -191,7 +202,7 @@ def issue_cert(
         x509.ExtendedKeyUsage(usages),
         x509.SubjectAlternativeName(_sans(dns_names, ip_addresses)),
     ]
-    return _certificate(_name(common_name), _new_key(), now, not_after, ca, extensions)
+    return _certificate(_name(common_name, unit), _new_key(), now, not_after, ca, extensions)
 
 
 def _cn(name: x509.Name) -> str:
@@ -223,6 +234,10 @@ def cert_info(cert_pem: bytes) -> CertInfo:
         ip_addresses=ips,
         is_ca=is_ca,
         serial=cert.serial_number,
+        units=tuple(
+            str(a.value)
+            for a in cert.subject.get_attributes_for_oid(NameOID.ORGANIZATIONAL_UNIT_NAME)
+        ),
     )
 
 
@@ -267,11 +282,13 @@ def renewal_reason(
     ip_addresses: Sequence[str] = (),
     now: datetime.datetime | None = None,
     fraction: float = DEFAULT_RENEW_FRACTION,
+    unit: str | None = None,
 ) -> str | None:
     """Why ``current`` must be (re)issued, or None while it is good.
 
-    Reasons: missing, unreadable, key mismatch, another issuer, expired, names changed, or
-    past ``fraction`` of its lifetime.
+    Reasons: missing, unreadable, key mismatch, another issuer, expired, names changed, not
+    of ``unit`` (a certificate issued before nodes had one), or past ``fraction`` of its
+    lifetime.
     """
     now = _utc(now)
     if current is None or not current.cert_pem or not current.key_pem:
@@ -287,6 +304,8 @@ def renewal_reason(
         str(ipaddress.ip_address(a)) for a in ip_addresses
     }:
         return "its names changed"
+    if unit and unit not in info.units:
+        return f"it does not name a {unit} (OU)"
     due = renewal_due_at(current.cert_pem, fraction)
     if now >= due:
         return f"renewal due since {due.strftime('%Y-%m-%dT%H:%M:%SZ')}"
@@ -301,35 +320,55 @@ def client_context(ca_file: str | os.PathLike[str] | None) -> ssl.SSLContext:
     return ctx
 
 
-def _server_context(cert_file: str, key_file: str) -> ssl.SSLContext:
+def _server_context(cert_file: str, key_file: str, ca_file: str = "") -> ssl.SSLContext:
+    """With ``ca_file`` the server asks for a client certificate (optional: clients with
+    tokens need none) and refuses the handshake of one no CA of the bundle issued."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.load_cert_chain(cert_file, key_file)
+    if ca_file:
+        ctx.load_verify_locations(ca_file)
+        ctx.verify_mode = ssl.CERT_OPTIONAL
     return ctx
 
 
+def read_bundle(pem: bytes) -> list[x509.Certificate]:
+    """The CA certificates of a PEM bundle (one CA, or several while a CA is rotated)."""
+    try:
+        certs = x509.load_pem_x509_certificates(pem)
+    except ValueError as exc:
+        raise CertificateProblem(f"not a PEM bundle of CA certificates: {exc}") from exc
+    return certs
+
+
 class ReloadingServerContext:
-    """A server SSLContext whose certificate follows the files on disk.
+    """A server SSLContext whose certificate and trusted CAs follow the files on disk.
 
     ``context`` is handed to the listener once; each new handshake is switched (through the
     SNI callback, which OpenSSL calls for every ClientHello) to the context built from the
-    newest good pair of files. ``check()`` rebuilds that context when the files' bytes changed
-    and keeps the previous one when the new pair is incomplete or does not match (a Secret
-    volume or an operator replacing the files mid-way), so a bad or half-written pair never
-    interrupts service.
+    newest good files (the switched context's trust store verifies the client's
+    certificate). ``check()`` rebuilds that context when the files' bytes changed and keeps
+    the previous one when the new pair is incomplete or does not match, or the CA bundle
+    does not read (a Secret volume or an operator replacing the files mid-way), so a bad or
+    half-written file never interrupts service. With ``ca_file`` clients may present a
+    certificate (``trusted`` holds the CAs it is checked against).
     """
 
-    def __init__(self, cert_file: str, key_file: str) -> None:
+    def __init__(self, cert_file: str, key_file: str, ca_file: str = "") -> None:
         self.cert_file = cert_file
         self.key_file = key_file
+        self.ca_file = ca_file
         self._loaded = self._read()
-        self._current = _server_context(cert_file, key_file)
-        self.context = _server_context(cert_file, key_file)
+        self.trusted = read_bundle(self._loaded[2]) if ca_file else []
+        self._current = _server_context(cert_file, key_file, ca_file)
+        self.context = _server_context(cert_file, key_file, ca_file)
         self.context.sni_callback = self._pick
         self.reloads = 0
+        self.trust_reloads = 0
 
-    def _read(self) -> tuple[bytes, bytes]:
-        return Path(self.cert_file).read_bytes(), Path(self.key_file).read_bytes()
+    def _read(self) -> tuple[bytes, bytes, bytes]:
+        ca = Path(self.ca_file).read_bytes() if self.ca_file else b""
+        return Path(self.cert_file).read_bytes(), Path(self.key_file).read_bytes(), ca
 
     def _pick(self, sslobj: ssl.SSLObject, server_name: str | None, ctx: ssl.SSLContext) -> None:
         current = self._current
@@ -342,30 +381,38 @@ class ReloadingServerContext:
         return cert_info(self._loaded[0]).serial
 
     def check(self) -> bool:
-        """Reload when the files changed; True when a new certificate is now in use."""
+        """Reload when the files changed; True when a new certificate or CA bundle is now in
+        use."""
         try:
-            pair = self._read()
+            files = self._read()
         except OSError as exc:
             log.warning("cannot read the TLS files: %s", exc)
             return False
-        if pair == self._loaded:
+        if files == self._loaded:
             return False
-        if not key_matches(*pair):
+        if not key_matches(files[0], files[1]):
             log.warning(
                 "TLS files changed but key and certificate do not match yet; keeping the old"
             )
             return False
         try:
-            ctx = _server_context(self.cert_file, self.key_file)
-            if self._read() != pair:  # changed again while loading: take it next time
+            trusted = read_bundle(files[2]) if self.ca_file else []
+            ctx = _server_context(self.cert_file, self.key_file, self.ca_file)
+            if self._read() != files:  # changed again while loading: take it next time
                 return False
-        except (OSError, ssl.SSLError) as exc:
+        except (OSError, ssl.SSLError, CertificateProblem) as exc:
             log.warning("cannot load the new TLS files (keeping the old): %s", exc)
             return False
+        pair_changed, trust_changed = files[:2] != self._loaded[:2], files[2] != self._loaded[2]
         self._current = ctx
-        self._loaded = pair
-        self.reloads += 1
-        log.info("TLS certificate reloaded (serial %x)", cert_info(pair[0]).serial)
+        self._loaded = files
+        self.trusted = trusted
+        if pair_changed:
+            self.reloads += 1
+            log.info("TLS certificate reloaded (serial %x)", cert_info(files[0]).serial)
+        if trust_changed:
+            self.trust_reloads += 1
+            log.info("trusted CA bundle reloaded: %s", ", ".join(_cn(c.subject) for c in trusted))
         return True
 
 

@@ -20,19 +20,25 @@ import tempfile
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from storage_node import tls
 from storage_node.errors import MsgStoreError
+from storage_node.mtls import PeerIdentity
 from storage_node.replication.controller import Controller
 from storage_node.wire.routing_table import RoutingTable, parse_routing
 
 from . import naming, routing
 from .children import Owner
 from .children.config import build_routing_config_map
+from .children.tls import ca_from_secret
 from .kube import Kube
 from .spec import StoreSpec
 
 log = logging.getLogger("msgstore_operator.failover")
+CONTROLLER = "controller"
+CONTROLLER_NAMES = ["msgstore-controller"]
 
 Key = tuple[str, str]  # (namespace, name)
 
@@ -92,10 +98,8 @@ class Failovers:
 
         return update
 
-    def _credentials(
-        self, owner: Owner, spec: StoreSpec
-    ) -> tuple[dict[str, str], str | bool, str | None]:
-        """The API token header and the CA file nodes are verified with (TLS)."""
+    def _headers(self, owner: Owner, spec: StoreSpec) -> dict[str, str]:
+        """The API token header (the store's token)."""
         headers: dict[str, str] = {}
         if spec.auth.enabled:
             name = spec.auth.token_secret or naming.token_secret_name(owner.name)
@@ -103,34 +107,79 @@ class Failovers:
             raw = (secret.get("data") or {}).get(spec.auth.token_key)
             if raw:
                 headers["Authorization"] = "Bearer " + base64.b64decode(raw).decode().strip()
-        if not spec.tls.enabled:
-            return headers, True, None
+        return headers
+
+    def _write_tls(self, owner: Owner, spec: StoreSpec, ca_dir: str) -> None:
+        """Keep the controller's TLS files in ``ca_dir`` current: the CA bundle of the CA
+        ConfigMap (what the nodes trust, two CAs while one is rotated) and the controller's
+        client certificate (mTLS between nodes). With the operator's own CA it is issued
+        here (OU msgstore-controller) and reissued when due or when the CA changed; with
+        cert-manager the nodes' certificate is used. Files are written only when they
+        change; the controller's connections pick them up (storage_node/mtls.py)."""
         cm = self.kube.get(
             "v1", "ConfigMap", owner.namespace, naming.ca_config_map_name(owner.name)
         )
         pem = ((cm or {}).get("data") or {}).get(naming.CA_KEY)
         if not pem:
             raise TableUnavailable(f"the CA ConfigMap of {owner.name} is not there yet")
-        ca_dir = tempfile.mkdtemp(prefix="msgstore-ca-")
-        path = os.path.join(ca_dir, naming.CA_KEY)
-        with open(path, "w") as fh:
-            fh.write(pem)
-        return headers, path, ca_dir
+        _write_if_changed(os.path.join(ca_dir, naming.CA_KEY), pem.encode())
+        current = tls.read_pair(Path(ca_dir), CONTROLLER)
+        if spec.tls.issuer_ref is None:
+            ca = ca_from_secret(
+                self.kube.get("v1", "Secret", owner.namespace, naming.ca_secret_name(owner.name))
+            )
+            if ca is None:
+                raise TableUnavailable(f"the CA Secret of {owner.name} is not there yet")
+            why = tls.renewal_reason(
+                current, ca.cert_pem, CONTROLLER_NAMES, unit=tls.CONTROLLER_UNIT
+            )
+            if why is not None:
+                pair = tls.issue_cert(ca, CONTROLLER, CONTROLLER_NAMES, unit=tls.CONTROLLER_UNIT)
+                tls.write_pair(Path(ca_dir), CONTROLLER, pair)
+                log.info("%s/%s: controller certificate issued (%s)", *_key(owner), why)
+            return
+        secret = self.kube.get(
+            "v1", "Secret", owner.namespace, naming.certificate_secret_name(owner.name)
+        )
+        data = (secret or {}).get("data") or {}
+        if not data.get("tls.crt") or not data.get("tls.key"):
+            raise TableUnavailable(f"the certificate Secret of {owner.name} is not there yet")
+        pair = tls.CertKey(base64.b64decode(data["tls.crt"]), base64.b64decode(data["tls.key"]))
+        if current != pair:
+            tls.write_pair(Path(ca_dir), CONTROLLER, pair)
 
     def ensure(self, owner: Owner, spec: StoreSpec, lock: threading.Lock) -> None:
-        """Run a controller for this store if its spec is replicated (stop it otherwise)."""
+        """Run a controller for this store if its spec is replicated (stop it otherwise);
+        keep a running one's TLS files current."""
         key = (owner.namespace, owner.name)
         if spec.replication_factor <= 1:
             self.stop(key)
             return
         with self._lock:
-            if key in self._running:
+            running = self._running.get(key)
+            if running is not None:
+                if running.ca_dir and spec.tls.enabled:
+                    try:
+                        self._write_tls(owner, spec, running.ca_dir)
+                    except TableUnavailable as exc:
+                        log.info("%s/%s: controller TLS files kept: %s", *key, exc)
                 return
-            try:
-                headers, verify, ca_dir = self._credentials(owner, spec)
-            except TableUnavailable as exc:
-                log.info("%s/%s: failover controller not started yet: %s", *key, exc)
-                return
+            headers = self._headers(owner, spec)
+            identity: PeerIdentity | None = None
+            ca_dir: str | None = None
+            if spec.tls.enabled:
+                ca_dir = tempfile.mkdtemp(prefix="msgstore-ca-")
+                try:
+                    self._write_tls(owner, spec, ca_dir)
+                except TableUnavailable as exc:
+                    shutil.rmtree(ca_dir, ignore_errors=True)
+                    log.info("%s/%s: failover controller not started yet: %s", *key, exc)
+                    return
+                identity = PeerIdentity(
+                    os.path.join(ca_dir, naming.CA_KEY),
+                    os.path.join(ca_dir, f"{CONTROLLER}.crt"),
+                    os.path.join(ca_dir, f"{CONTROLLER}.key"),
+                )
 
             def read() -> RoutingTable:
                 return self._read(owner)
@@ -139,9 +188,10 @@ class Failovers:
                 read,
                 self._updater(owner, lock),
                 headers,
-                verify,
+                True,
                 self.timeout_s,
                 self.probe_s,
+                identity=identity,
             )
             stop = threading.Event()
             thread = threading.Thread(
@@ -226,3 +276,20 @@ def replication_status(
             f"(epoch {last['epoch']}, {last['seconds']}s)"
         )
     return out
+
+
+def _key(owner: Owner) -> Key:
+    return (owner.namespace, owner.name)
+
+
+def _write_if_changed(path: str, data: bytes) -> None:
+    try:
+        with open(path, "rb") as fh:
+            if fh.read() == data:
+                return
+    except FileNotFoundError:
+        pass
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, path)

@@ -14,7 +14,7 @@ from typing import Any
 
 from kubernetes.client.rest import ApiException
 
-from . import naming, routing
+from . import ca_rotation, naming, routing
 from .assignment import AssignmentError, assign_partitions, describe_blockers, effective_replicas
 from .children import Owner, build_token_secret, desired_children
 from .children import tls as tls_children
@@ -136,7 +136,8 @@ def _ensure_tls(
             ]
     else:
         ca_name = naming.ca_secret_name(owner.name)
-        ca = tls_children.ca_from_secret(kube.get("v1", "Secret", ns, ca_name))
+        live = kube.get("v1", "Secret", ns, ca_name)
+        ca = tls_children.ca_from_secret(live)
         if ca is None:
             fresh = tls_children.new_store_ca(owner, moment)
             live, created = kube.create_if_missing(tls_children.build_ca_secret(owner, fresh))
@@ -147,10 +148,20 @@ def _ensure_tls(
                 outcome.events.append(
                     ("info", "CACreated", f"created the store's CA in Secret {ca_name}")
                 )
+        # a CA rotation asked for on the Secret: both CAs trusted meanwhile (ca_rotation.py)
+        rotation = ca_rotation.step(
+            kube, owner, spec, replicas, domain, live or {}, ca, moment, outcome.events
+        )
         certs_name = naming.node_certs_secret_name(owner.name)
         live_certs = kube.get("v1", "Secret", ns, certs_name)
         plan = tls_children.plan_node_certs(
-            owner, spec, replicas, domain, ca, (live_certs or {}).get("data") or {}, moment
+            owner,
+            spec,
+            replicas,
+            domain,
+            rotation.issuing(),
+            (live_certs or {}).get("data") or {},
+            moment,
         )
         if plan.changed or live_certs is None:
             kube.apply(tls_children.build_node_certs_secret(owner, plan.data))
@@ -160,7 +171,7 @@ def _ensure_tls(
                 outcome.events.append(
                     ("info", "CertificatesIssued", "issued node certificates: " + ", ".join(issued))
                 )
-        ca_pem = ca.cert_pem
+        ca_pem = rotation.bundle()
     _, sent = kube.apply(tls_children.build_ca_config_map(owner, ca_pem))
     if sent:
         outcome.changed.append(f"ConfigMap/{naming.ca_config_map_name(owner.name)}")

@@ -9,17 +9,22 @@ keeps the good one, the way the routing file is handled.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
 import threading
 import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
-from storage_node.access.document import AccessDocument, parse_access
+from storage_node.access.document import AccessDocument, parse_access, rule_text
 from storage_node.errors import InvalidArgument
 
 log = logging.getLogger("msgstore.access")
+CHANGE_KINDS = ("user_added", "user_removed", "user_changed", "acl_added", "acl_removed")
 CHECK_INTERVAL_S = 0.5  # at most one stat() per interval, however many requests arrive
 
 
@@ -32,7 +37,23 @@ class AccessFile:
         self._stamp: tuple[int, int, int] | None = None
         self._checked = 0.0
         self.rejected = 0  # documents refused (bad, or older than the one in force)
+        # changes applied since start, by kind (CHANGE_KINDS): what each node counts, whoever
+        # made the change (this node's API, another node's, the operator)
+        self.changes: Counter[str] = Counter()
+        self._started = False  # the first document is the starting point, not a change
         self._load()
+        self._started = True
+
+    @property
+    def generation(self) -> int:
+        return self._doc.generation
+
+    def refresh(self) -> AccessDocument:
+        """Re-read the file now (after this node changed it): the change applies at once here."""
+        with self._lock:
+            self._load()
+            self._checked = time.monotonic()
+        return self._doc
 
     def current(self) -> AccessDocument:
         now = time.monotonic()
@@ -67,7 +88,40 @@ class AccessFile:
                 self._doc.generation,
             )
             return
+        if self._started:
+            self._count_changes(self._doc, doc)
         self._doc = doc
+
+    def _count_changes(self, old: AccessDocument, new: AccessDocument) -> None:
+        """Count and log what a new document changes (never a token or its digest)."""
+        old_users = {u.name: u for u in old.users}
+        new_users = {u.name: u for u in new.users}
+        found: Counter[str] = Counter()
+        for name in new_users.keys() - old_users.keys():
+            found["user_added"] += 1
+            log.info("access: user %s added", name, extra={"resource": f"user:{name}"})
+        for name in old_users.keys() - new_users.keys():
+            found["user_removed"] += 1
+            log.info("access: user %s removed", name, extra={"resource": f"user:{name}"})
+        for name in new_users.keys() & old_users.keys():
+            if new_users[name] != old_users[name]:
+                found["user_changed"] += 1
+                log.info(
+                    "access: user %s has a new credential", name, extra={"resource": f"user:{name}"}
+                )
+        old_rules, new_rules = set(old.acls), set(new.acls)
+        for rule in sorted(new_rules - old_rules, key=rule_text):
+            found["acl_added"] += 1
+            log.info(
+                "access: rule added: %s", rule_text(rule), extra={"resource": f"user:{rule.user}"}
+            )
+        for rule in sorted(old_rules - new_rules, key=rule_text):
+            found["acl_removed"] += 1
+            log.info(
+                "access: rule removed: %s", rule_text(rule), extra={"resource": f"user:{rule.user}"}
+            )
+        self.changes.update(found)
+        log.info("access document generation %d in force", new.generation)
 
 
 def read_access_file(path: str | os.PathLike[str]) -> AccessDocument:
@@ -100,3 +154,35 @@ def write_access_file(path: str | os.PathLike[str], doc: AccessDocument) -> None
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def edit_access_file(
+    path: str | os.PathLike[str], change: Callable[[AccessDocument], AccessDocument]
+) -> AccessDocument:
+    """Change the document in ``path`` as one step: under an exclusive lock of
+    ``<path>.lock`` (every node of a local cluster and the CLI share the file), read it,
+    apply ``change``, write it back with the next generation. ``change`` raising, or
+    returning the document it was given (nothing to do), leaves the file as it was.
+    Returns the document in the file afterwards."""
+    target = Path(path)
+    lock_fd = os.open(target.with_name(target.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        before = read_access_file(target)
+        changed = change(before)
+        if changed is before:
+            return before
+        after = replace(changed, generation=before.generation + 1)
+        write_access_file(target, after)
+        return after
+    finally:
+        os.close(lock_fd)  # releases the lock
+
+
+def access_file_writable(path: str | os.PathLike[str]) -> bool:
+    """Whether this process may replace the file: its folder writable (a mounted Secret's
+    is not), and the file itself when it exists."""
+    target = Path(path)
+    if not os.access(target.parent, os.W_OK | os.X_OK):
+        return False
+    return not target.exists() or os.access(target, os.W_OK)

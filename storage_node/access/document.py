@@ -30,10 +30,10 @@ import hashlib
 import hmac
 import re
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from storage_node.errors import InvalidArgument
+from storage_node.errors import InvalidArgument, NotFound
 
 VERSION = 1
 USER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -88,7 +88,7 @@ class AccessDocument:
     generation: int = 0
     users: tuple[User, ...] = ()
     acls: tuple[AclRule, ...] = ()
-    _by_name: dict[str, User] = field(default_factory=dict, compare=False, repr=False)
+    _by_name: dict[str, User] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         self._by_name.update({u.name: u for u in self.users})
@@ -123,6 +123,37 @@ class AccessDocument:
                 return True
         return False
 
+    # -- edits (the user admin API and the CLI): each returns a new document, same generation
+    def with_user(self, user: User) -> AccessDocument:
+        if self.user(user.name) is not None:
+            raise InvalidArgument(f"user {user.name} exists already; delete it first")
+        doc = replace(self, users=(*self.users, user))
+        return parse_access(doc.to_json())  # the whole document's rules (unique tokens...)
+
+    def without_user(self, name: str) -> AccessDocument:
+        """The document without the user and every rule of it (a revoked user keeps no
+        rule that a later user of the same name would inherit)."""
+        if self.user(name) is None:
+            raise NotFound(f"no user {name!r}")
+        return replace(
+            self,
+            users=tuple(u for u in self.users if u.name != name),
+            acls=tuple(r for r in self.acls if r.user != name),
+        )
+
+    def with_rule(self, rule: AclRule) -> AccessDocument:
+        """The document with ``rule`` (unchanged when it holds it already)."""
+        if self.user(rule.user) is None:
+            raise NotFound(f"no user {rule.user!r}: create it before giving it rules")
+        if rule in self.acls:
+            return self
+        return replace(self, acls=(*self.acls, rule))
+
+    def without_rule(self, rule: AclRule) -> AccessDocument:
+        if rule not in self.acls:
+            raise NotFound(f"no such ACL rule: {rule_text(rule)}")
+        return replace(self, acls=tuple(r for r in self.acls if r != rule))
+
     def to_json(self) -> dict[str, Any]:
         return {
             "version": VERSION,
@@ -142,6 +173,14 @@ class AccessDocument:
                 for r in self.acls
             ],
         }
+
+
+def rule_text(rule: AclRule) -> str:
+    """One line for logs and messages: ``orders-app may write topic prefix orders-``."""
+    return (
+        f"{rule.user} may {rule.operation.value} {rule.resource.value} "
+        f"{rule.pattern.value} {rule.name}"
+    )
 
 
 def token_digest(token: str) -> str:
@@ -225,6 +264,9 @@ def parse_access(raw: Any) -> AccessDocument:
     digests = [u.token_sha256 for u in users if u.token_sha256]
     if len(digests) != len(set(digests)):
         raise InvalidArgument("two users share one token")
+    subjects = [u.tls_subject for u in users if u.tls_subject]
+    if len(subjects) != len(set(subjects)):
+        raise InvalidArgument("two users share one certificate subject")
     acls = tuple(parse_rule(r) for r in acls_raw)
     orphans = sorted({r.user for r in acls} - set(names))
     if orphans:

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 
 from storage_node import structured_log
+from storage_node.mtls import PeerIdentity
 from storage_node.replication.controller import Controller
 from storage_node.server.routing_state import read_routing_file, write_routing_file
 from storage_node.wire.routing_table import RoutingTable
@@ -54,7 +55,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="msgstore-controller")
     parser.add_argument("--routing-file", required=True)
     parser.add_argument("--timeout", type=float, default=3.0, help="seconds a leader may be gone")
+    parser.add_argument(
+        "--tls-cert",
+        default=os.environ.get("MSGSTORE_TLS_CERT", ""),
+        help="the controller's client certificate (mTLS between nodes; env MSGSTORE_TLS_CERT)",
+    )
+    parser.add_argument(
+        "--tls-key",
+        default=os.environ.get("MSGSTORE_TLS_KEY", ""),
+        help="its private key (env MSGSTORE_TLS_KEY)",
+    )
     args = parser.parse_args(argv)
+    if bool(args.tls_cert) != bool(args.tls_key):
+        parser.error("a client certificate needs both --tls-cert and --tls-key")
     token = os.environ.get("MSGSTORE_TOKEN", "")
     try:
         fmt = structured_log.check_format(os.environ.get("MSGSTORE_LOG_FORMAT", "json"))
@@ -63,7 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     structured_log.configure("controller", "INFO", fmt, (token,))
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     read, update = file_table(args.routing_file)
-    ctl = Controller(read, update, headers, os.environ.get("MSGSTORE_TLS_CA") or True, args.timeout)
+    ca = os.environ.get("MSGSTORE_TLS_CA", "")
+    # the files are re-read when they change (a renewed certificate, a rotated CA bundle)
+    identity = PeerIdentity(ca, args.tls_cert, args.tls_key) if ca or args.tls_cert else None
+    ctl = Controller(read, update, headers, ca or True, args.timeout, identity=identity)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

@@ -2,7 +2,8 @@
 
 ``msgstore local up/down`` and ``make run`` use it, and so do tests. Layout of DIR:
 ``routing.json`` (docs/ROUTING.md), ``cluster.json`` (pids, ports: ``local_state``),
-``node-<i>/`` (each node's data directory, with ``node.log``), ``tls/`` (``local_tls``).
+``node-<i>/`` (each node's data directory, with ``node.log``), ``tls/`` (``local_tls``),
+``access.json`` (users and ACL rules, shared by every node: ``msgstore user|acl``).
 
 Over 400 lines on purpose: the life cycle of one local cluster (routing file, start,
 readiness, restart, stop, the failover controller's process) over the same state file.
@@ -20,7 +21,10 @@ from pathlib import Path
 
 import requests
 
+from storage_node.access.access_file import write_access_file
+from storage_node.access.document import AccessDocument
 from storage_node.cli.local_state import (
+    ACCESS_FILE,
     ROUTING_FILE,
     STATE_FILE,
     TLS_DIR,
@@ -32,7 +36,7 @@ from storage_node.cli.local_state import (
     read_state,
     write_state,
 )
-from storage_node.cli.local_tls import ensure_local_tls
+from storage_node.cli.local_tls import CONTROLLER, ensure_local_tls
 from storage_node.cli.ports import free_port, port_free
 from storage_node.errors import InvalidArgument, Unavailable
 from storage_node.formats.filenames import NODE_LOG
@@ -59,6 +63,7 @@ def node_command(
             str(tls_dir / f"{node.id}.crt"),
             "--tls-key",
             str(tls_dir / f"{node.id}.key"),
+            *("--set", "peer_mtls=true"),  # the CA bundle comes as MSGSTORE_TLS_CA
         ]
     return [
         sys.executable,
@@ -108,6 +113,11 @@ class LocalCluster:
     @property
     def routing_file(self) -> str:
         return str(self.dir / ROUTING_FILE)
+
+    @property
+    def access_file(self) -> Path:
+        """The access document every node reads (users and ACL rules)."""
+        return self.dir / ACCESS_FILE
 
     @property
     def tls_dir(self) -> Path | None:
@@ -206,6 +216,9 @@ class LocalCluster:
         if self.tls_dir is not None:
             ensure_local_tls(self.tls_dir, [n.id for n in self.nodes], self.host)
             self.env.setdefault("MSGSTORE_TLS_CA", str(self.ca_file))
+        if not self.access_file.exists():
+            write_access_file(self.access_file, AccessDocument())  # 0600: token digests
+        self.env.setdefault("MSGSTORE_ACCESS_FILE", str(self.access_file))
         self._write_routing()
         for node in self.nodes:
             self._spawn(node)
@@ -232,6 +245,9 @@ class LocalCluster:
     def _spawn_controller(self) -> None:
         command = [sys.executable, "-m", "storage_node.cli.controller"]
         command += ["--routing-file", str(self.routing_file)]
+        if self.tls_dir is not None:  # its client certificate (mTLS between nodes)
+            command += ["--tls-cert", str(self.tls_dir / f"{CONTROLLER}.crt")]
+            command += ["--tls-key", str(self.tls_dir / f"{CONTROLLER}.key")]
         proc = self._start(command, self.dir / "controller.log")
         self.controller_pid = proc.pid
         self._procs["controller"] = proc

@@ -1,4 +1,4 @@
-"""``msgstore local up|down|status|stop|restart``: a cluster of node processes on loopback
+"""``msgstore local up|down|status|stop|restart|rotate-ca``: a cluster of node processes on loopback
 (``local.LocalCluster``), kept in a data directory."""
 
 from __future__ import annotations
@@ -131,6 +131,17 @@ def cmd_local_restart(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_local_rotate_ca(args: argparse.Namespace) -> int:
+    from storage_node.cli.local_ca_rotation import rotate_ca
+
+    cluster = _cluster(args)
+    if not cluster.running():
+        raise UsageError(f"no node of {args.data_dir} runs; start it with 'msgstore local up'")
+    new = rotate_ca(cluster, args.timeout)
+    print(f"new CA: {new.cert.subject.rfc4514_string()} in {cluster.ca_file}")
+    return 0
+
+
 def register_local(sub: Any) -> None:
     p = sub.add_parser(
         "local",
@@ -206,3 +217,13 @@ def register_local(sub: Any) -> None:
     )
     restart.add_argument("node", help="node id, e.g. node-1")
     restart.set_defaults(func=cmd_local_restart)
+    rotate = lsub.add_parser(
+        "rotate-ca",
+        parents=[data_dir],
+        help="replace the CA of a running TLS cluster without restarting a node: trust the "
+        "new CA beside the old, reissue every certificate, retire the old CA",
+    )
+    rotate.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds each step may take (default 120)"
+    )
+    rotate.set_defaults(func=cmd_local_rotate_ca)

@@ -17,6 +17,7 @@ from typing import Any
 STATE_FILE = "cluster.json"
 ROUTING_FILE = "routing.json"
 TLS_DIR = "tls"
+ACCESS_FILE = "access.json"  # users and ACL rules every node shares (0600: token digests)
 SECRET_MODE = 0o600
 
 

@@ -8,6 +8,7 @@ from typing import Any, cast
 
 import aiohttp
 
+from storage_node.client import users
 from storage_node.client.client_base import ClientBase
 from storage_node.client.common import TlsError, auth_headers, check_scheme, read_params
 from storage_node.client.consumer import AsyncConsumer
@@ -285,6 +286,38 @@ class AsyncClient(ClientBase[AsyncConsumer]):
                 if not doc["messages"]:
                     break
                 offset = doc["next_offset"]
+
+    # -- users and ACL rules (super-user only; docs/SECURITY.md) ----------------------------
+    async def list_users(self) -> list[dict[str, Any]]:
+        """Every user: name, whether it has a token, its certificate subject."""
+        return await self._run(users.list_users(self.core))
+
+    async def create_user(
+        self, name: str, tls_subject: str | None = None, token: bool = True
+    ) -> dict[str, Any]:
+        """A new user; the answer's ``token`` is its credential, shown this once."""
+        return await self._run(users.create_user(self.core, name, tls_subject, token))
+
+    async def delete_user(self, name: str) -> dict[str, Any]:
+        """Delete a user and every rule of it: its token stops working."""
+        return await self._run(users.delete_user(self.core, name))
+
+    async def list_acls(self, user: str | None = None) -> list[dict[str, Any]]:
+        return await self._run(users.list_acls(self.core, user))
+
+    async def add_acl(
+        self, user: str, operation: str, resource: str, name: str, pattern: str = "literal"
+    ) -> dict[str, Any]:
+        """Allow ``user`` ``operation`` on the topic or group ``name`` (a prefix with
+        ``pattern="prefix"``); ``changed`` is false when the rule was there already."""
+        body = users.rule(user, operation, resource, name, pattern)
+        return await self._run(users.change_acl(self.core, "POST", body))
+
+    async def remove_acl(
+        self, user: str, operation: str, resource: str, name: str, pattern: str = "literal"
+    ) -> dict[str, Any]:
+        body = users.rule(user, operation, resource, name, pattern)
+        return await self._run(users.change_acl(self.core, "DELETE", body))
 
     async def each_node(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
         """Call every node of the cluster; returns {node_id: answer}."""

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, cast
 
+from storage_node.client import users
 from storage_node.client.client_base import ClientBase
 from storage_node.client.common import check_scheme, read_params
 from storage_node.client.consumer import Consumer
@@ -303,6 +304,38 @@ class Client(ClientBase[Consumer]):
                 if not doc["messages"]:
                     break
                 offset = doc["next_offset"]
+
+    # -- users and ACL rules (super-user only; docs/SECURITY.md) ----------------------------
+    def list_users(self) -> list[dict[str, Any]]:
+        """Every user: name, whether it has a token, its certificate subject."""
+        return self._run(users.list_users(self.core))
+
+    def create_user(
+        self, name: str, tls_subject: str | None = None, token: bool = True
+    ) -> dict[str, Any]:
+        """A new user; the answer's ``token`` is its credential, shown this once."""
+        return self._run(users.create_user(self.core, name, tls_subject, token))
+
+    def delete_user(self, name: str) -> dict[str, Any]:
+        """Delete a user and every rule of it: its token stops working."""
+        return self._run(users.delete_user(self.core, name))
+
+    def list_acls(self, user: str | None = None) -> list[dict[str, Any]]:
+        return self._run(users.list_acls(self.core, user))
+
+    def add_acl(
+        self, user: str, operation: str, resource: str, name: str, pattern: str = "literal"
+    ) -> dict[str, Any]:
+        """Allow ``user`` ``operation`` on the topic or group ``name`` (a prefix with
+        ``pattern="prefix"``); ``changed`` is false when the rule was there already."""
+        body = users.rule(user, operation, resource, name, pattern)
+        return self._run(users.change_acl(self.core, "POST", body))
+
+    def remove_acl(
+        self, user: str, operation: str, resource: str, name: str, pattern: str = "literal"
+    ) -> dict[str, Any]:
+        body = users.rule(user, operation, resource, name, pattern)
+        return self._run(users.change_acl(self.core, "DELETE", body))
 
     # -- admin ----------------------------------------------------------------------------
     def each_node(self, method: str, path: str, **kw: Any) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from urllib.parse import urlencode, urlsplit
 from storage_node.client.common import TlsError, auth_headers
 from storage_node.client.steps import Call, answer_of
 from storage_node.errors import Unavailable
-from storage_node.tls import client_context
+from storage_node.mtls import PeerIdentity
 
 # a reused keep-alive connection the node closed meanwhile fails like this before any answer;
 # over TLS as an EOF (a pod shutting down): the connection ended, TLS itself did not fail
@@ -79,7 +79,9 @@ class HttpTransport:
 
     def __init__(self, timeout: float, ca: str | None, token: str | None) -> None:
         self.timeout = timeout
-        self._ssl: ssl.SSLContext | None = None
+        # the CA bundle is read again when it changes (a CA rotation): new connections
+        # verify with the CAs the file holds now
+        self._ssl: PeerIdentity | None = None
         self._ca = ca
         self._headers = {"Connection": "keep-alive", **auth_headers(token)}
         self._local = threading.local()
@@ -97,8 +99,10 @@ class HttpTransport:
         host = parts.hostname or "localhost"
         if parts.scheme == "https":
             if self._ssl is None:
-                self._ssl = client_context(self._ca)
-            conn = _Https(host, parts.port or 443, timeout=self.timeout, context=self._ssl)
+                self._ssl = PeerIdentity(self._ca or "")
+            conn = _Https(
+                host, parts.port or 443, timeout=self.timeout, context=self._ssl.context()
+            )
         else:
             conn = _Http(host, parts.port or 80, timeout=self.timeout)
         conns[address] = conn

@@ -11,6 +11,8 @@ Modules
 - ``registry``: ``Api`` (key, versions, handler), ``ApiTable`` (the dispatch table) and
   ``RequestContext`` (what a handler is given).
 - ``apis``: the one list of handler modules the listener loads.
+- ``sasl``: who a connection is (SASL through the node's authorizer); ``acl``: what each API
+  needs (``NEEDS``, one entry per API key) and the per-request checks (``Guard``).
 - ``errors``: the store's typed errors as Kafka error codes.
 - ``records``: record batches v2 in and out (aiokafka's compiled codec).
 - one module per API family: ``api_versions``, ``metadata``, ``produce``, ``fetch``, ...
@@ -26,7 +28,10 @@ A handler module defines ``register(table: ApiTable) -> None`` and calls, once p
 the answer a kio response entity of the same version (build it with ``ctx.make(name,
 **fields)``, which takes the class of that version and drops fields the version lacks), or
 None for a request that gets no answer (Produce with acks=0). Then add the module to
-``HANDLER_MODULES`` in ``apis.py``. Versions must be ones kio has schemas for. A handler
+``HANDLER_MODULES`` in ``apis.py`` and the API's entry to ``acl.NEEDS`` (which operation on
+which topics and groups it needs); the handler asks ``ctx.guard.topic(name)`` /
+``ctx.guard.group(name)`` before it touches one and answers a refusal with the API's
+authorization error code. Without an entry, only the super-user may send the API. Versions must be ones kio has schemas for. A handler
 answers errors of its own API in the answer's error codes (``errors.error_code``); an
 exception escaping a handler closes the connection (the client reconnects and retries).
 """

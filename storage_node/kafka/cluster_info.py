@@ -71,7 +71,10 @@ async def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
     for resource in request.resources:
         code, message, configs = ErrorCode.none, None, {}
         try:
-            if resource.resource_type == TOPIC:
+            if resource.resource_type == TOPIC and not ctx.guard.topic(resource.resource_name):
+                code = ErrorCode.topic_authorization_failed  # DESCRIBE on it (kafka.acl)
+                message = f"may not describe topic {resource.resource_name}"
+            elif resource.resource_type == TOPIC:
                 configs = await _topic_configs(ctx, resource.resource_name)
             elif resource.resource_type == BROKER:
                 configs = _broker_configs(ctx)
@@ -118,6 +121,8 @@ async def handle_offset_for_leader_epoch(ctx: RequestContext, request: Any) -> A
         for p in t.partitions:
             code, epoch, end = ErrorCode.none, -1, -1
             try:
+                if not ctx.guard.topic(t.topic):  # DESCRIBE on the topic (kafka.acl)
+                    raise _Unauthorized()
                 cfg = await service.topic_config(t.topic)
                 if not 0 <= p.partition < cfg.partitions:
                     raise _Unknown()
@@ -129,6 +134,8 @@ async def handle_offset_for_leader_epoch(ctx: RequestContext, request: Any) -> A
                     epoch, end = current, offsets[p.partition][1]
             except _Unknown:
                 code = ErrorCode.unknown_topic_or_partition
+            except _Unauthorized:
+                code = ErrorCode.topic_authorization_failed
             except MsgStoreError as exc:
                 code = error_code(exc)
             parts.append(
@@ -147,6 +154,10 @@ async def handle_offset_for_leader_epoch(ctx: RequestContext, request: Any) -> A
 
 
 class _Unknown(Exception):
+    pass
+
+
+class _Unauthorized(Exception):
     pass
 
 

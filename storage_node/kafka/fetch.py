@@ -96,6 +96,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for p in t.partitions:
             w = Wanted(t.topic, int(p.partition), int(p.fetch_offset), int(p.partition_max_bytes))
             wanted.append(w)
+            if not ctx.guard.topic(w.topic):  # READ on the topic (kafka.acl)
+                w.error = ErrorCode.topic_authorization_failed
+                continue
             try:
                 cfg = await service.topic_config(w.topic)
                 if not 0 <= w.partition < cfg.partitions:
@@ -141,7 +144,9 @@ def _answer(ctx: RequestContext, wanted: list[Wanted], top: ErrorCode) -> Any:
                 log_start_offset=w.first,
                 aborted_transactions=None,
                 preferred_read_replica=-1,
-                records=w.records if w.error == ErrorCode.none else None,
+                # empty, never null, for an error (as Kafka sends it): librdkafka rejects a
+                # whole answer with a null partition (MessageSetSize -1) and fetches again
+                records=w.records if w.error == ErrorCode.none else b"",
             )
         )
     return ctx.make(

@@ -41,6 +41,10 @@ class UnsupportedQuery(MsgStoreError):
         super().__init__(f"ListOffsets timestamp {ts} is not supported")
 
 
+class Unauthorized(Exception):
+    pass
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     service = ctx.node.partitions
     topics = []
@@ -50,6 +54,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             partition = int(p.partition_index)
             code, offset, stamp, epoch = ErrorCode.none, -1, -1, -1
             try:
+                if not ctx.guard.topic(t.name):  # DESCRIBE on the topic (kafka.acl)
+                    raise Unauthorized()
                 cfg = await service.topic_config(t.name)
                 if not 0 <= partition < cfg.partitions:
                     code = ErrorCode.unknown_topic_or_partition
@@ -61,6 +67,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                             lookup, store, t.name, partition, int(p.timestamp)
                         )
                         epoch = placements(ctx.node, t.name, cfg.partitions)[partition].epoch
+            except Unauthorized:
+                code = ErrorCode.topic_authorization_failed
             except UnsupportedQuery:
                 code = ErrorCode.unsupported_version
             except MsgStoreError as exc:

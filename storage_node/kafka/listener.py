@@ -9,8 +9,12 @@ UNSUPPORTED_VERSION so the client can pick), a header or body that does not pars
 exception escaping a handler, or a request the connection may not send (``sasl``: before
 SASL authentication on a node with a token, only ApiVersions and the SASL APIs, in frames of
 at most 512 KiB as Kafka's ``sasl.server.max.receive.size``; a failed authentication is
-answered, then closed). With TLS on, the listener speaks TLS with the node's reloading
-certificate context, the one the HTTP API uses. Bytes left after a request that parsed are
+answered, then closed; a user removed, or whose token changed, since the connection
+authenticated; an API without an entry in the ACL table, ``acl.NEEDS``, from anyone but the
+super-user). Each request gets the ACL checks of its API (``acl.Guard``) with the
+connection's principal; its handler answers a refusal with the API's authorization error.
+With TLS on, the listener speaks TLS with the node's reloading certificate context, the one
+the HTTP API uses. Bytes left after a request that parsed are
 ignored, as Kafka's broker ignores them. Nothing a request carries is stored
 before its whole body has parsed and every batch in it passed its checks.
 """
@@ -27,6 +31,7 @@ from typing import Any
 
 from kio.serial import entity_reader, entity_writer
 
+from storage_node.kafka.acl import Guard
 from storage_node.kafka.apis import HANDLER_MODULES
 from storage_node.kafka.node import KafkaNode
 from storage_node.kafka.registry import ApiTable, RequestContext
@@ -87,8 +92,8 @@ class KafkaListener:
         assert task is not None
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
-        settings = self.node.settings()
-        session = Session(required=bool(settings.token))
+        authorizer = self.node.runtime.authorizer
+        session = Session(required=authorizer.required)
         try:
             while True:
                 try:
@@ -109,7 +114,7 @@ class KafkaListener:
                     ) from None
                 if session.raw_next:  # the bare SASL token after SaslHandshake v0
                     session.raw_next = False
-                    failure = authenticate(session, settings, frame)
+                    failure = authenticate(session, authorizer, frame)
                     if failure is not None:
                         raise BadRequest(f"SASL authentication failed: {failure}")
                     answer: bytes | None = _SIZE.pack(0)
@@ -138,7 +143,8 @@ class KafkaListener:
         api = self.table.get(api_key)
         if api is None:
             raise BadRequest(f"unknown API key {api_key} (correlation id {correlation_id})")
-        refusal = session.refusal(api_key, api.name)
+        authorizer = self.node.runtime.authorizer
+        refusal = session.refusal(api_key, api.name, authorizer)
         if refusal is not None:
             raise BadRequest(refusal)
         if not api.min_version <= version <= api.max_version:
@@ -166,7 +172,9 @@ class KafkaListener:
         module = self.table.response_module(api_key, version)
         ctx = RequestContext(api_key, version, correlation_id, header.client_id, self.node, module)
         ctx.client_host = f"/{peer[0]}" if isinstance(peer, tuple) else ""
-        ctx.session, ctx.may_write = session, session.may_write
+        ctx.session = session
+        source = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else ""
+        ctx.guard = Guard(authorizer, session.principal, api_key, source)
         response = await api.handler(ctx, request)
         if response is None:
             return None

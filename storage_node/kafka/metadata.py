@@ -1,6 +1,8 @@
 """Metadata (key 3): every broker with its advertised Kafka address, and for each topic its
 partitions' leaders (the nodes leading their logs), leader epochs (the logs' epochs) and
-stable topic ids. Topics are not created by Metadata (no auto-creation)."""
+stable topic ids. Topics are not created by Metadata (no auto-creation). Only topics the
+connection's principal may describe are listed; one it names but may not describe is
+answered TOPIC_AUTHORIZATION_FAILED, whether it exists or not."""
 
 from __future__ import annotations
 
@@ -28,18 +30,22 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         rt.routing.refresh_if_changed()
     known = topic_partitions(ctx)
     wanted = request.topics
-    if wanted is None or (ctx.api_version == 0 and not wanted):
-        names = sorted(known)
+    listing = wanted is None or (ctx.api_version == 0 and not wanted)
+    if listing:  # every topic the principal may describe, the others left out (kafka.acl)
+        names = ctx.guard.visible_topics(sorted(known))
     else:
         names = [t.name for t in wanted if t.name is not None]
     topics = []
     for name in names:
         count = known.get(name)
-        if count is None:
+        refused = not listing and not ctx.guard.topic(name)  # never says whether it exists
+        if count is None or refused:
             topics.append(
                 ctx.make(
                     "MetadataResponseTopic",
-                    error_code=ErrorCode.unknown_topic_or_partition,
+                    error_code=ErrorCode.topic_authorization_failed
+                    if refused
+                    else ErrorCode.unknown_topic_or_partition,
                     name=name,
                     topic_id=None,
                     is_internal=False,

@@ -32,7 +32,6 @@ from storage_node.formats.packed import filled
 from storage_node.kafka.errors import error_code, error_message
 from storage_node.kafka.records import CorruptBatch, UnsupportedBatch, decode_batch
 from storage_node.kafka.registry import Api, ApiTable, RequestContext
-from storage_node.kafka.sasl import READ_ONLY
 
 log = logging.getLogger("msgstore.kafka")
 NO_THROTTLE = datetime.timedelta(0)
@@ -89,12 +88,9 @@ def _code(exc: BaseException) -> ErrorCode:
 
 async def handle_produce(ctx: RequestContext, request: Any) -> Any:
     acks = int(request.acks)
-    if not ctx.may_write:
-        bad: ErrorCode | None = ErrorCode.topic_authorization_failed
-        reason: str | None = READ_ONLY
-    elif request.transactional_id is not None:
-        bad = ErrorCode.transactional_id_authorization_failed
-        reason = "transactions are not supported"
+    if request.transactional_id is not None:
+        bad: ErrorCode | None = ErrorCode.transactional_id_authorization_failed
+        reason: str | None = "transactions are not supported"
     elif acks not in (-1, 0, 1):
         bad, reason = ErrorCode.invalid_required_acks, f"acks must be -1, 0 or 1, not {acks}"
     else:
@@ -104,6 +100,8 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
         code, base, message = ErrorCode.none, -1, None
         if bad is not None:
             code, message = bad, reason
+        elif not ctx.guard.topic(topic):  # WRITE on the topic (kafka.acl)
+            code, message = ErrorCode.topic_authorization_failed, f"may not write {topic}"
         else:
             try:
                 base = await produce_partition(ctx, topic, int(pdata.index), pdata.records, acks)
@@ -164,13 +162,16 @@ PRODUCER_IDS = ProducerIds()
 
 
 async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
-    if not ctx.may_write or request.transactional_id is not None:
+    refused = None
+    if request.transactional_id is not None:
+        refused = ErrorCode.transactional_id_authorization_failed
+    elif not ctx.guard.any_topic("idempotent producer"):  # WRITE on some topic (kafka.acl)
+        refused = ErrorCode.cluster_authorization_failed
+    if refused is not None:
         return ctx.make(
             "InitProducerIdResponse",
             throttle_time=NO_THROTTLE,
-            error_code=ErrorCode.cluster_authorization_failed
-            if not ctx.may_write
-            else ErrorCode.transactional_id_authorization_failed,
+            error_code=refused,
             producer_id=-1,
             producer_epoch=-1,
         )

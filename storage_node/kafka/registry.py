@@ -12,6 +12,8 @@ from typing import Any
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
+from storage_node.kafka.acl import Guard
+
 Handler = Callable[["RequestContext", Any], Awaitable[Any]]
 
 
@@ -36,7 +38,9 @@ class RequestContext:
     response_module: ModuleType = field(repr=False)
     client_host: str = ""  # "/ADDRESS" of the connection, as Kafka names it (DescribeGroups)
     session: Any = None  # the connection's SASL state (kafka.sasl.Session)
-    may_write: bool = True  # False for a read-only token: write handlers answer denial
+    # the ACL checks of this request (kafka.acl): a handler asks it before it touches a
+    # topic or group; the default (no principal) refuses everything
+    guard: Guard = field(default_factory=lambda: Guard(None, None, -1))
 
     def make(self, entity: str, /, **fields: Any) -> Any:
         """An entity of the answer's schema (of this request's version) named ``entity``, with

@@ -1,20 +1,25 @@
-"""SASL on the Kafka listener (SaslHandshake 17, SaslAuthenticate 36) and what a connection
-may do once authenticated.
+"""SASL on the Kafka listener (SaslHandshake 17, SaslAuthenticate 36): who a connection is.
 
 A node with a token requires SASL on every Kafka connection: before it has authenticated,
 a connection is served ApiVersions, SaslHandshake and SaslAuthenticate only (anything else
-closes it, with the reason in the node's log). The password is checked by the same function
-as the HTTP API's bearer token (``server.auth.token_role``), so the two protocols grant the
-same two roles: the full token everything, the read token the APIs in ``READ_APIS`` only.
-A write API of ``ANSWERS_DENIAL`` from a read-only connection is answered with its
-authorization error (TOPIC_, GROUP_ or CLUSTER_AUTHORIZATION_FAILED) by its handler, which
-then stores nothing; any other API outside ``READ_APIS`` closes the connection.
+closes it, with the reason in the node's log). The credential is checked by the node's
+authorizer (``storage_node.access``), the one the HTTP API asks, and the principal it proves
+is kept on the connection: the node's token is the super-user, its read token the reader
+(the two-token mode: reads only), a user's token that user. What each request may then do
+is the ACL check of its API (``kafka.acl``).
 
-Mechanisms: PLAIN (RFC 4616: the token is the password, any username) and OAUTHBEARER
-(RFC 7628: the token is the bearer value). SaslHandshake v1 is followed by SaslAuthenticate
-requests (what librdkafka and the Java client send); after SaslHandshake v0 the next frame is
-the bare SASL token, answered by an empty frame, as Kafka's broker does. A wrong token is
-answered SASL_AUTHENTICATION_FAILED and the connection closed.
+Mechanisms: PLAIN (RFC 4616: the token is the password; for a user's token the username
+must be the user's name, for the node's tokens any username; an authorization id, if sent,
+must equal the username) and OAUTHBEARER (RFC 7628: the token is the bearer value).
+SaslHandshake v1 is followed by SaslAuthenticate requests (what librdkafka and the Java
+client send); after SaslHandshake v0 the next frame is the bare SASL token, answered by an
+empty frame, as Kafka's broker does. A wrong token is answered SASL_AUTHENTICATION_FAILED
+and the connection closed.
+
+Revocation: a user's connection is closed at its next request once the access document no
+longer holds that user with that token (removed, or its token rotated); the client
+reconnects and its authentication fails. ACL changes need no such step: every request is
+checked against the document in force.
 """
 
 from __future__ import annotations
@@ -25,44 +30,14 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from storage_node.access.authorizer import ANONYMOUS, Authorizer, Principal, PrincipalKind
+from storage_node.kafka.acl import NEEDS
 from storage_node.kafka.registry import Api, ApiTable, RequestContext
-from storage_node.server.auth import Role, token_role
 
 MECHANISMS = ("PLAIN", "OAUTHBEARER")
 SASL_HANDSHAKE, SASL_AUTHENTICATE, API_VERSIONS = 17, 36, 18
 PRE_AUTH_APIS = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 PRE_AUTH_MAX_BYTES = 512 * 1024  # the largest frame before authentication (Kafka's default)
-# what the read token may ask: metadata, reading records and offsets, group membership and
-# group reads (OffsetCommit is a write, as the HTTP API's offset POST is)
-READ_APIS = PRE_AUTH_APIS | {
-    3,  # Metadata
-    1,  # Fetch
-    2,  # ListOffsets
-    23,  # OffsetForLeaderEpoch
-    10,  # FindCoordinator
-    11,  # JoinGroup
-    14,  # SyncGroup
-    12,  # Heartbeat
-    13,  # LeaveGroup
-    9,  # OffsetFetch
-    16,  # ListGroups
-    15,  # DescribeGroups
-    32,  # DescribeConfigs
-    60,  # DescribeCluster
-}
-# write APIs whose handlers answer a connection without write rights with their
-# authorization error (``RequestContext.may_write``)
-ANSWERS_DENIAL = frozenset(
-    {
-        0,  # Produce: TOPIC_AUTHORIZATION_FAILED per partition
-        22,  # InitProducerId: CLUSTER_AUTHORIZATION_FAILED
-        19,  # CreateTopics: TOPIC_AUTHORIZATION_FAILED per topic
-        20,  # DeleteTopics: likewise
-        37,  # CreatePartitions: likewise
-        8,  # OffsetCommit: GROUP_AUTHORIZATION_FAILED per partition
-    }
-)
-READ_ONLY = "this token may only read; writes need the full token"
 
 
 @dataclass
@@ -72,54 +47,81 @@ class Session:
     required: bool  # the node has a token
     mechanism: str | None = None  # chosen by SaslHandshake
     raw_next: bool = False  # after SaslHandshake v0: the next frame is a bare SASL token
-    role: Role | None = None
+    principal: Principal | None = None  # who authenticated (anyone on a node without token)
+    token: str = ""  # the token it authenticated with: does it still hold? (revocation)
     close_reason: str | None = None  # close the connection once this answer is sent
+
+    def __post_init__(self) -> None:
+        if not self.required:
+            self.principal = ANONYMOUS
 
     @property
     def authenticated(self) -> bool:
-        return not self.required or self.role is not None
+        return self.principal is not None
 
-    @property
-    def may_write(self) -> bool:
-        return not self.required or self.role is Role.WRITE
-
-    def refusal(self, api_key: int, api_name: str) -> str | None:
+    def refusal(self, api_key: int, api_name: str, authorizer: Authorizer) -> str | None:
         """Why this connection may not send this API at all (None: it may)."""
-        if not self.authenticated and api_key not in PRE_AUTH_APIS:
+        who = self.principal
+        if who is None:
+            if api_key in PRE_AUTH_APIS:
+                return None
             return f"{api_name} before SASL authentication (the node requires a token)"
-        if not self.may_write and api_key not in READ_APIS and api_key not in ANSWERS_DENIAL:
-            return f"{api_name} with the read-only token"
+        if not authorizer.still_holds(who, self.token):
+            return (
+                f"user {who.name} was removed or its token changed since this connection "
+                "authenticated"
+            )
+        if api_key not in NEEDS and not who.is_super:
+            return f"{api_name} has no ACL mapping: only the super-user may send it"
         return None
 
 
-def password_of(mechanism: str, auth_bytes: bytes) -> str | None:
-    """The token a client's first SASL message carries (None: the message is malformed)."""
+@dataclass(frozen=True)
+class Credentials:
+    token: str
+    username: str | None = None  # PLAIN's authentication id (OAUTHBEARER: none)
+    authzid: str = ""  # PLAIN's authorization id (empty: none)
+
+
+def credentials_of(mechanism: str, auth_bytes: bytes) -> Credentials | None:
+    """What a client's first SASL message carries (None: the message is malformed)."""
     try:
         text = auth_bytes.decode()
     except UnicodeDecodeError:
         return None
     if mechanism == "PLAIN":  # [authzid] NUL authcid NUL passwd
         parts = text.split("\0")
-        return parts[2] if len(parts) == 3 and parts[1] else None
+        if len(parts) == 3 and parts[1] and parts[2]:
+            return Credentials(parts[2], parts[1], parts[0])
+        return None
     if mechanism == "OAUTHBEARER":  # gs2-header ^A auth=Bearer <token> ^A ... ^A^A
         for item in text.split("\x01")[1:]:
             key, _, value = item.partition("=")
             scheme, _, bearer = value.partition(" ")
             if key == "auth" and scheme.lower() == "bearer" and bearer.strip():
-                return bearer.strip()
+                return Credentials(bearer.strip())
     return None
 
 
-def authenticate(session: Session, settings: Any, auth_bytes: bytes) -> str | None:
-    """Check the client's SASL message; None when it authenticated, else the reason."""
+def authenticate(session: Session, authorizer: Authorizer, auth_bytes: bytes) -> str | None:
+    """Check the client's SASL message; None when it authenticated (the principal is kept
+    on the session), else the reason."""
     assert session.mechanism is not None
-    given = password_of(session.mechanism, auth_bytes)
+    given = credentials_of(session.mechanism, auth_bytes)
     if given is None:
         return f"a malformed {session.mechanism} message"
-    role = token_role(given, settings.token or "", settings.read_token or "")
-    if role is None:
-        return "the password is not a valid token"
-    session.role = role
+    if given.authzid and given.authzid != given.username:
+        return "an authorization id other than the username is not supported"
+    principal = authorizer.authenticate(given.token)
+    if principal is None:
+        return f"the password of {given.username or 'the bearer'} is not a valid token"
+    if (
+        principal.kind is PrincipalKind.USER
+        and given.username is not None
+        and given.username != principal.name
+    ):
+        return f"the username {given.username!r} is not the name of the token's user"
+    session.principal, session.token = principal, given.token
     return None
 
 
@@ -134,7 +136,7 @@ async def handshake(ctx: RequestContext, request: Any) -> Any:
     code = ErrorCode.none
     if not session.required:
         code, session.close_reason = ErrorCode.illegal_sasl_state, "SASL on a node without a token"
-    elif session.mechanism is not None or session.role is not None:
+    elif session.mechanism is not None or session.principal is not None:
         code, session.close_reason = ErrorCode.illegal_sasl_state, "a second SaslHandshake"
     elif request.mechanism not in MECHANISMS:
         code = ErrorCode.unsupported_sasl_mechanism
@@ -147,11 +149,11 @@ async def handshake(ctx: RequestContext, request: Any) -> Any:
 
 async def authenticate_request(ctx: RequestContext, request: Any) -> Any:
     session = _session(ctx)
-    if session.mechanism is None or session.raw_next or session.role is not None:
+    if session.mechanism is None or session.raw_next or session.principal is not None:
         code, message = ErrorCode.illegal_sasl_state, "SaslAuthenticate out of order"
         session.close_reason = message
     else:
-        failure = authenticate(session, ctx.node.settings(), bytes(request.auth_bytes))
+        failure = authenticate(session, ctx.node.runtime.authorizer, bytes(request.auth_bytes))
         code, message = ErrorCode.none, None
         if failure is not None:
             code, message = (

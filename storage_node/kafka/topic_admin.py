@@ -21,7 +21,6 @@ from kio.schema.errors import ErrorCode
 from storage_node.errors import InvalidArgument, MsgStoreError, UnknownTopic
 from storage_node.kafka.errors import error_code, error_message
 from storage_node.kafka.registry import Api, ApiTable, RequestContext, make
-from storage_node.kafka.sasl import READ_ONLY
 from storage_node.server.routes_topics import (
     add_partitions_in_cluster,
     create_topic_in_cluster,
@@ -97,8 +96,8 @@ async def handle_create(ctx: RequestContext, request: Any) -> Any:
         code, message, partitions = ErrorCode.none, None, -1
         cfg = None
         try:
-            if not ctx.may_write:
-                raise Refused(ErrorCode.topic_authorization_failed, READ_ONLY)
+            if not ctx.guard.topic(topic.name):  # CREATE on the topic (kafka.acl)
+                raise Refused(ErrorCode.topic_authorization_failed, f"may not create {topic.name}")
             if topic.name in twice:
                 raise Refused(ErrorCode.invalid_request, f"topic {topic.name!r} is named twice")
             cfg = topic_config(ctx, topic)
@@ -168,13 +167,13 @@ async def handle_delete(ctx: RequestContext, request: Any) -> Any:
     results = []
     for name in request.topic_names:
         code = ErrorCode.none
-        if not ctx.may_write:
+        if not ctx.guard.topic(name):  # DELETE on the topic (kafka.acl)
             results.append(
                 ctx.make(
                     "DeletableTopicResult",
                     name=name,
                     error_code=ErrorCode.topic_authorization_failed,
-                    error_message=READ_ONLY,
+                    error_message=f"may not delete {name}",
                 )
             )
             continue
@@ -199,8 +198,10 @@ async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
     for topic in request.topics:
         code, message = ErrorCode.none, None
         try:
-            if not ctx.may_write:
-                raise Refused(ErrorCode.topic_authorization_failed, READ_ONLY)
+            if not ctx.guard.topic(topic.name):  # CREATE on the topic (kafka.acl)
+                raise Refused(
+                    ErrorCode.topic_authorization_failed, f"may not add partitions to {topic.name}"
+                )
             ctx.node.partitions.check_writable()
             before = await ctx.node.partitions.topic_config(topic.name)
             count = int(topic.count)

@@ -21,6 +21,7 @@ from typing import Any
 
 import requests
 
+from storage_node.mtls import PeerIdentity
 from storage_node.wire.routing_table import LogRoute, RoutingTable
 
 log = logging.getLogger("msgstore.controller")
@@ -35,7 +36,11 @@ class Controller:
         verify: str | bool = True,
         timeout_s: float = 3.0,
         probe_s: float = 0.25,
+        identity: PeerIdentity | None = None,
     ) -> None:
+        """``identity``: the controller's client certificate and the trusted CAs (mTLS
+        between nodes: fences and routing hand-overs need it); without it, ``verify``
+        checks the nodes' certificates."""
         self.read_table = read_table
         self.update_table = update_table
         self.headers = headers or {}
@@ -43,7 +48,7 @@ class Controller:
         self.timeout_s = timeout_s
         self.probe_s = probe_s
         self.last_ok: dict[str, float] = {}
-        self.session = requests.Session()
+        self.session = identity.session() if identity is not None else requests.Session()
         self.failovers: list[dict[str, Any]] = []
         # each node's last replication status (None: it did not answer), for reports
         self.statuses: dict[str, dict[str, Any] | None] = {}

@@ -18,6 +18,7 @@ from typing import Any
 import requests
 
 from storage_node.errors import CorruptData
+from storage_node.mtls import PeerIdentity
 from storage_node.replication import shipping
 from storage_node.replication.hosted_log import HostedLog
 
@@ -35,6 +36,7 @@ class Follower:
         headers: dict[str, str],
         verify: str | bool,
         truncate: Callable[[HostedLog, int, int | None], None],
+        identity: PeerIdentity | None = None,
     ) -> None:
         self.hosted = hosted
         self.node_id = node_id
@@ -43,7 +45,8 @@ class Follower:
         self.verify = verify
         self.truncate = truncate
         self.stop = threading.Event()
-        self.session = requests.Session()
+        # with an identity the node's certificate is presented to the leader (mTLS)
+        self.session = identity.session() if identity is not None else requests.Session()
         self.checked_epoch = -1  # the leader epoch whose divergence check was done
         self.last_error: str | None = None
         self.leader_end = 0

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 from storage_node.errors import CorruptData, Fenced, NotLeader, Unavailable
 from storage_node.formats.filenames import LOGS_DIR
+from storage_node.mtls import PeerIdentity
 from storage_node.replication.epochs import LeaderEpochs, check_epoch
 from storage_node.replication.follower import Follower
 from storage_node.replication.hosted_log import HostedLog, ensure_topics
@@ -64,12 +65,16 @@ class LogHost:
         headers: dict[str, str],
         verify: str | bool,
         ack_timeout_s: float = 5.0,
+        identity: PeerIdentity | None = None,
     ) -> None:
+        """``identity``: this node's certificate and trusted CAs for fetching from leaders
+        (mTLS); without it, ``verify`` checks the leaders' certificates."""
         self.node_id = node_id
         self.root = os.path.join(data_dir, LOGS_DIR)
         self.config = config
         self.headers = headers
         self.verify = verify
+        self.identity = identity
         self.ack_timeout_s = ack_timeout_s
         self.logs: dict[str, HostedLog] = {}
         self.table: RoutingTable | None = None
@@ -207,6 +212,7 @@ class LogHost:
                 self.headers,
                 self.verify,
                 self._truncate,
+                self.identity,
             )
             hosted.follower.start()
         log.info("following %s", leader, extra=_at(hosted))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from storage_node.server import (
+    routes_access,
     routes_admin,
     routes_compaction,
     routes_groups,
@@ -15,7 +16,8 @@ from storage_node.server import (
 )
 from storage_node.server.app_keys import METRICS, RUNTIME
 from storage_node.server.metrics import NodeMetrics
-from storage_node.server.middleware import auth_middleware, errors_middleware, metrics_middleware
+from storage_node.server.middleware import access_middleware, errors_middleware, metrics_middleware
+from storage_node.server.peer_auth import peer_auth_middleware
 from storage_node.server.runtime import NodeRuntime
 
 
@@ -28,7 +30,8 @@ def create_app(runtime: NodeRuntime) -> web.Application:
         middlewares=[
             metrics_middleware(metrics),
             errors_middleware,
-            auth_middleware(settings.token, settings.read_token),
+            access_middleware(runtime.authorizer),
+            peer_auth_middleware(),  # mTLS: the routes only nodes call
         ],
     )
     app[RUNTIME] = runtime
@@ -41,6 +44,7 @@ def create_app(runtime: NodeRuntime) -> web.Application:
         routes_admin,
         routes_compaction,
         routes_replication,
+        routes_access,
     ):
         module.register(app)
     return app

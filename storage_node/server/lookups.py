@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -88,19 +89,31 @@ async def lookup_key(
     return KeyLookup(messages, limit_reached, unreachable)
 
 
-async def find_message(rt: NodeRuntime, msg_id: str, scope: str) -> dict[str, Any] | Message:
+async def find_message(
+    rt: NodeRuntime,
+    msg_id: str,
+    scope: str,
+    readable: Callable[[str], bool] = lambda topic: True,
+) -> dict[str, Any] | Message:
     """The message with this ID: a Message from a log this node leads, else (``scope``
     cluster) the JSON document of the peer holding it. NotFound when no node has it,
-    Incomplete when none that answered has it and some did not answer."""
+    Incomplete when none that answered has it and some did not answer.
+
+    A message of a topic ``readable`` refuses counts as not found, here and on every peer,
+    so the answer is the one an unknown ID gets: it does not even tell that it exists."""
     try:  # every log this node leads
-        return await rt.partitions.get_message(msg_id)
+        found = await rt.partitions.get_message(msg_id)
+        if readable(found.topic):
+            return found
+        if scope == "local":
+            raise NotFound(f"no message with ID {msg_id!r}")
     except NotFound:
         if scope == "local":
             raise
     path = f"/v1/messages/{quote(msg_id, safe='')}"
     answers, unreachable = await peer_documents(rt, path, {"scope": "local"})
     for answer in answers:
-        if isinstance(answer, dict):
+        if isinstance(answer, dict) and readable(str(answer.get("topic"))):
             return answer
     if unreachable:
         raise Incomplete(

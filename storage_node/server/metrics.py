@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, disable_cre
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from storage_node.server.metrics_access import AccessCollector
 from storage_node.server.metrics_groups import GroupCollector
 from storage_node.server.metrics_node import NodeCollector
 from storage_node.server.metrics_replication import ReplicationCollector
@@ -171,6 +172,7 @@ class NodeMetrics:
         self.registry.register(NodeCollector(runtime))
         self.registry.register(GroupCollector(runtime))
         self.registry.register(ReplicationCollector(runtime))
+        self.registry.register(AccessCollector(runtime))
 
     def observe(self, operation: str, protocol: str, seconds: float) -> None:
         """One produce or fetch request of a protocol (``http``, ``kafka``) took ``seconds``:

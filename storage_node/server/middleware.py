@@ -1,4 +1,5 @@
-"""Request middleware: JSON errors with the right status, token auth, request metrics."""
+"""Request middleware: JSON errors with the right status, authentication and the routes'
+permissions, request metrics."""
 
 from __future__ import annotations
 
@@ -9,11 +10,14 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from storage_node.access.authorizer import ANONYMOUS, Authorizer
 from storage_node.errors import DiskFull, MsgStoreError
-from storage_node.server.auth import Role, token_role
+from storage_node.server.app_keys import PRINCIPAL
 from storage_node.server.metrics import NodeMetrics
+from storage_node.server.permissions import SUPER_CHANGE, Kind, authorize, permission_of
 
 log = logging.getLogger(__name__)
+UNDECLARED = SUPER_CHANGE  # deny by default: a route nobody declared is the super-user's
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 DISK_FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 HTTP_CODES = {
@@ -72,27 +76,38 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         return _error_from_exception(exc)
 
 
-def auth_middleware(token: str, read_token: str) -> Callable[..., Awaitable[web.StreamResponse]]:
-    """Bearer-token auth on /v1: 401 without a valid token, 403 for a read token writing."""
+def access_middleware(authorizer: Authorizer) -> Callable[..., Awaitable[web.StreamResponse]]:
+    """Who is asking, and may they: the bearer token becomes a ``Principal`` kept on the
+    request (401 when it proves no one), then the route's declared permission
+    (``permissions.PERMISSIONS``) is checked before its handler runs (403, logged and
+    counted). A /v1 route without a declared permission is the super-user's alone."""
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if not token or not request.path.startswith("/v1"):
+        resource = request.match_info.route.resource
+        route = resource.canonical if resource is not None else None
+        permission = permission_of(request.method, route) if route is not None else None
+        if permission is not None and permission.kind is Kind.PUBLIC:
             return await handler(request)
-        header = request.headers.get("Authorization", "")
-        scheme, _, given = header.partition(" ")
-        if scheme.lower() != "bearer" or not given:
-            return _unauthenticated("missing 'Authorization: Bearer <token>' header")
-        role = token_role(given.strip(), token, read_token)
-        if role is Role.WRITE:
-            return await handler(request)
-        if role is Role.READ:
-            if request.method in ("GET", "HEAD", "OPTIONS"):
-                return await handler(request)
-            return error_response(
-                403, "forbidden", "this token may only read; writes need the full token"
-            )
-        return _unauthenticated("the bearer token is not valid")
+        if not request.path.startswith("/v1"):
+            return await handler(request)  # the console's pages: their own login
+        if authorizer.required:
+            header = request.headers.get("Authorization", "")
+            scheme, _, given = header.partition(" ")
+            if scheme.lower() != "bearer" or not given.strip():
+                return _unauthenticated("missing 'Authorization: Bearer <token>' header")
+            who = authorizer.authenticate(given.strip())
+            if who is None:
+                return _unauthenticated("the bearer token is not valid")
+        else:
+            who = ANONYMOUS
+        request[PRINCIPAL] = who
+        if route is None:
+            return await handler(request)  # no such route: 404 or 405
+        if permission is None:
+            permission = UNDECLARED
+        await authorize(request, who, permission, authorizer)
+        return await handler(request)
 
     return middleware
 

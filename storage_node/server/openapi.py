@@ -13,6 +13,7 @@ from pydantic.json_schema import models_json_schema
 import storage_node
 from storage_node.server import api_models as m
 from storage_node.server.openapi_routes import ROUTES, Route
+from storage_node.server.openapi_routes_access import ACCESS_ROUTES
 
 
 def _models(routes: tuple[Route, ...]) -> list[type[BaseModel]]:
@@ -72,7 +73,7 @@ def build_document(routes: tuple[Route, ...]) -> dict[str, Any]:
 
 @cache
 def _document() -> dict[str, Any]:
-    return build_document(ROUTES)
+    return build_document(ROUTES + ACCESS_ROUTES)
 
 
 def openapi_document() -> dict[str, Any]:

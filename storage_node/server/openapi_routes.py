@@ -31,10 +31,10 @@ INT64 = {"type": "integer", "minimum": 0, "maximum": MAX_INT64}
 ERRORS = {
     "400": "malformed input (code names the problem); nothing changed",
     "401": "missing or invalid bearer token",
-    "403": "the token may only read",
+    "403": "the principal may not do this (its ACL rules, or the read token changing something)",
     "404": "unknown topic, message or file",
-    "409": "a topic exists with another configuration, a message ID is already taken, or "
-    "the operator manages the cluster's topics",
+    "409": "a topic exists with another configuration, a message ID is already taken, "
+    "the operator manages the cluster's topics, or MessageStoreUser resources manage the users",
     "413": "body or message larger than the limit",
     "415": "unsupported body content type",
     "421": "another node owns the partition; 'owner' holds its address",
@@ -120,7 +120,8 @@ class Route:
                 content[content_type] = {"schema": BINARY}
             op["requestBody"] = {"required": True, "content": content}
         responses = {status: reply.to_openapi() for status, reply in self.replies.items()}
-        for code in self.errors:
+        denied = () if self.public or "403" in self.errors else ("403",)  # ACL rules
+        for code in (*self.errors, *denied):
             responses[code] = Reply(ERRORS[code], m.Error).to_openapi()
         op["responses"] = responses
         return op
@@ -446,13 +447,14 @@ ROUTES: tuple[Route, ...] = (
         ),
         body_types=(OCTETS,),
     ),
-    # replicated logs (docs/REPLICATION.md): node-to-node and controller requests
+    # replicated logs (docs/REPLICATION.md): node-to-node and controller requests; with mTLS
+    # the first four need a node's or the controller's certificate too (403 without)
     Route(
         "get",
         "/v1/replication/logs/{log}/fetch",
         "log bytes from a position (whole checked batches), long-polled; acknowledges it",
         {"200": Reply("log bytes", other=("application/x-msgstore-log",))},
-        ("400", "404", "409", "421", "503", "401"),
+        ("400", "404", "409", "421", "503", "401", "403"),
         params=(_name("log", "path", "replicated log id"),),
     ),
     Route(
@@ -460,7 +462,7 @@ ROUTES: tuple[Route, ...] = (
         "/v1/replication/logs/{log}/epoch-end",
         "where a leader epoch ended in this leader's log (KIP-101)",
         {"200": Reply("end position", schema=ANY_OBJECT)},
-        ("400", "404", "409", "421", "503", "401"),
+        ("400", "404", "409", "421", "503", "401", "403"),
         params=(_name("log", "path", "replicated log id"),),
     ),
     Route(

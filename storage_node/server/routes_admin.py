@@ -9,11 +9,14 @@ import zlib
 
 from aiohttp import web
 
+from storage_node.access.authorizer import PrincipalKind
+from storage_node.access.document import ResourceType
 from storage_node.errors import InvalidArgument
 from storage_node.server.api_models import Drain, parse
-from storage_node.server.app_keys import metrics_of, runtime_of
+from storage_node.server.app_keys import metrics_of, principal_of, runtime_of
 from storage_node.server.params import file_params, int_value, json_body, log_param
 from storage_node.wire.message_json import file_info_to_json
+from storage_node.wire.routing_table import DELETED_TOPICS
 
 CRC_HEADER = "X-Msgstore-Crc32"
 
@@ -21,7 +24,15 @@ CRC_HEADER = "X-Msgstore-Crc32"
 async def cluster(request: web.Request) -> web.Response:
     rt = runtime_of(request)
     rt.routing.refresh_if_changed()
-    resp = web.json_response(rt.routing.current().to_json())
+    doc = rt.routing.current().to_json()
+    who = principal_of(request)
+    if who.kind is PrincipalKind.USER:  # only the routes of topics it may describe
+        for key in ("topics", DELETED_TOPICS):
+            names = doc.get(key) or {}
+            shown = rt.authorizer.describable(who, ResourceType.TOPIC, names)
+            if key in doc:
+                doc[key] = {t: v for t, v in names.items() if t in shown}
+    resp = web.json_response(doc)
     resp.headers["X-Msgstore-Node"] = rt.settings.node_id
     return resp
 

@@ -6,10 +6,11 @@ from urllib.parse import quote
 
 from aiohttp import web
 
+from storage_node.access.document import ResourceType
 from storage_node.errors import InvalidArgument
 from storage_node.replication.shipping import H_COPIES
 from storage_node.server.api_models import OffsetCommit, parse
-from storage_node.server.app_keys import runtime_of
+from storage_node.server.app_keys import principal_of, runtime_of
 from storage_node.server.params import group_param, json_body, scope_param
 from storage_node.server.peer_fanout import peer_documents
 from storage_node.server.routes_topics import get_topic_config
@@ -39,6 +40,8 @@ async def committed_offsets(request: web.Request) -> web.Response:
     scope = scope_param(request)
     topic = request.query.get("topic") or None
     offsets, unreachable = await group_offsets(rt, group, topic, scope)
+    readable = rt.authorizer.readable(principal_of(request), offsets)
+    offsets = {t: parts for t, parts in offsets.items() if t in readable}
     return web.json_response({"group": group, "offsets": offsets, "unreachable_nodes": unreachable})
 
 
@@ -68,6 +71,8 @@ async def group_offsets(
 async def list_groups(request: web.Request) -> web.Response:
     rt = runtime_of(request)
     groups, unreachable = await all_groups(rt, scope_param(request))
+    shown = rt.authorizer.describable(principal_of(request), ResourceType.GROUP, groups)
+    groups = [g for g in groups if g in shown]  # only the groups it may describe
     return web.json_response({"groups": groups, "unreachable_nodes": unreachable})
 
 

@@ -14,12 +14,13 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
+from storage_node.access.document import Operation, ResourceType
 from storage_node.errors import InvalidArgument, InvalidBatch
 from storage_node.formats.limits import MAX_LOOKUP, MAX_READ_MESSAGES
 from storage_node.replication.shipping import H_COPIES
 from storage_node.server import lookups
 from storage_node.server.api_models import FetchRequest, parse
-from storage_node.server.app_keys import metrics_of, runtime_of
+from storage_node.server.app_keys import metrics_of, principal_of, runtime_of
 from storage_node.server.json_batch import decode_json_batch
 from storage_node.server.params import json_body, path_int, query_int, scope_param, topic_param
 from storage_node.server.routes_topics import get_topic_config
@@ -395,7 +396,13 @@ async def lookup_key(request: web.Request) -> web.StreamResponse:
 
 async def get_message(request: web.Request) -> web.Response:
     rt = runtime_of(request)
-    found = await lookups.find_message(rt, request.match_info["msg_id"], scope_param(request))
+    who = principal_of(request)
+
+    def readable(topic: str) -> bool:
+        return rt.authorizer.allows(who, Operation.READ, ResourceType.TOPIC, topic)
+
+    msg_id, scope = request.match_info["msg_id"], scope_param(request)
+    found = await lookups.find_message(rt, msg_id, scope, readable)
     return web.json_response(found if isinstance(found, dict) else message_to_json(found))
 
 

@@ -14,14 +14,17 @@ from typing import Any
 
 from aiohttp import web
 
+from storage_node.access.document import ResourceType
 from storage_node.errors import MsgStoreError, UnknownTopic
 from storage_node.server.api_models import TopicPartitions, TopicSpec, parse
-from storage_node.server.app_keys import runtime_of
+from storage_node.server.app_keys import principal_of, runtime_of
 from storage_node.server.params import json_body, scope_param, topic_param
 from storage_node.server.peer_fanout import ask_peers, failure_reason
 from storage_node.server.runtime import NodeRuntime
 from storage_node.store import TopicConfig
 from storage_node.wire.message_json import topic_config_to_json
+
+TOPIC = ResourceType.TOPIC
 
 
 def parse_topic_body(body: Any) -> dict[str, Any]:
@@ -77,6 +80,8 @@ async def _unready_peers(rt: NodeRuntime) -> dict[str, str]:
 async def list_topics(request: web.Request) -> web.Response:
     rt = runtime_of(request)
     topics = await all_topics(rt)
+    shown = rt.authorizer.describable(principal_of(request), TOPIC, [t.name for t in topics])
+    topics = [t for t in topics if t.name in shown]  # only the topics it may describe
     return web.json_response({"topics": [topic_with_owners(rt, t) for t in topics]})
 
 

@@ -18,13 +18,14 @@ from storage_node.access.access_file import AccessFile
 from storage_node.access.authorizer import Authorizer
 from storage_node.errors import Unavailable
 from storage_node.formats.partitioning import RoundRobin
+from storage_node.mtls import PeerCheck, PeerIdentity
 from storage_node.partitions import PartitionService, SingleLog
 from storage_node.partitions.write_gate import WriteGate
 from storage_node.replication.replicas import LogHost, topic_configs
 from storage_node.server.routing_state import RoutingState
 from storage_node.server.settings import NodeSettings
 from storage_node.store import Store
-from storage_node.tls import client_context
+from storage_node.tls import ReloadingServerContext, client_context
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -53,6 +54,13 @@ class NodeRuntime:
         self.round_robin = RoundRobin()  # partitions of messages without key
         self.peer_session: aiohttp.ClientSession | None = None
         self.replicas: LogHost | None = None  # replicated logs (routing table with "logs")
+        # TLS: the served certificate and trusted CAs (set by serve), the certificate peer
+        # calls present, and the check of peers' certificates (storage_node/mtls.py)
+        self.server_tls: ReloadingServerContext | None = None
+        self.peer_identity: PeerIdentity | None = None
+        if settings.tls_cert or settings.tls_ca:
+            self.peer_identity = PeerIdentity(settings.tls_ca, settings.tls_cert, settings.tls_key)
+        self.peer_check = PeerCheck()
         # who a credential is and what it may do: the one check of every front end
         self.authorizer = Authorizer(
             settings.token,
@@ -125,8 +133,10 @@ class NodeRuntime:
         if self.settings.token:
             headers["Authorization"] = f"Bearer {self.settings.token}"
         try:
+            # the node's certificate (mTLS) and the trusted CAs, as the files are now
+            ssl: Any = self.peer_identity.context() if self.peer_identity is not None else True
             async with self.peer_session.request(
-                method, address + path, params=params, headers=headers, json=json_body
+                method, address + path, params=params, headers=headers, json=json_body, ssl=ssl
             ) as resp:
                 if resp.status == 404:
                     return None

@@ -29,6 +29,10 @@ async def _routing_watch(runtime: NodeRuntime, app: web.Application) -> None:
     applied = runtime.routing.table.generation
     while True:
         await asyncio.sleep(runtime.settings.routing_poll_s)
+        try:  # users and ACL changes apply (and are counted) without waiting for a request
+            await runtime.in_thread(runtime.authorizer.document)
+        except Exception:  # noqa: BLE001 - the watcher must survive anything
+            log.exception("access file reload failed")
         try:
             # a request may have taken the new table already (check_owner refreshes too):
             # act on every generation not acted on yet
@@ -47,7 +51,8 @@ async def _routing_watch(runtime: NodeRuntime, app: web.Application) -> None:
 
 
 async def _tls_watch(runtime: NodeRuntime, tls: ReloadingServerContext) -> None:
-    """Reload the certificate files when they change (new connections get the new one)."""
+    """Reload the certificate files and the CA bundle when they change (new connections
+    get the new ones; the peer-only routes check against the bundle loaded now)."""
     while True:
         await asyncio.sleep(runtime.settings.tls_reload_s)
         try:
@@ -74,6 +79,7 @@ def _open_store(runtime: NodeRuntime) -> None:
             headers,
             settings.tls_ca or True,
             settings.replication_ack_timeout_s,
+            identity=runtime.peer_identity,
         )
         host.apply(table)
         runtime.replicas = host
@@ -135,7 +141,11 @@ async def serve(settings: NodeSettings) -> int:
     app = create_app(runtime)
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=30)
     await runner.setup()
-    tls = ReloadingServerContext(settings.tls_cert, settings.tls_key) if settings.tls_cert else None
+    tls = None
+    if settings.tls_cert:  # with mTLS the CA bundle verifies the client certificates too
+        ca = settings.tls_ca if settings.mtls else ""
+        tls = ReloadingServerContext(settings.tls_cert, settings.tls_key, ca)
+    runtime.server_tls = tls
     site = web.TCPSite(
         runner,
         settings.host,
@@ -145,11 +155,12 @@ async def serve(settings: NodeSettings) -> int:
     )
     await site.start()
     log.info(
-        "node %s listening on %s://%s:%d",
+        "node %s listening on %s://%s:%d%s",
         settings.node_id,
         "https" if tls else "http",
         settings.host,
         settings.port,
+        " (mTLS between nodes)" if settings.mtls else "",
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -48,6 +48,9 @@ class NodeSettings:
     # users and ACL rules (storage_node/access): the file is re-read when it changes; empty:
     # the two-token mode (only token and read_token exist)
     access_file: str = ""
+    # the access file is written by the operator from MessageStoreUser resources: the user
+    # admin API answers 409 (access_managed) instead of editing it
+    access_managed: bool = False
     routing_file: str = ""
     routing_poll_s: float = 1.0
     max_body_bytes: int = 64 * 1024 * 1024
@@ -63,6 +66,11 @@ class NodeSettings:
     tls_key: str = ""
     tls_ca: str = ""
     tls_reload_s: float = 5.0
+    # mTLS between nodes (docs/SECURITY.md): the routes only peers call (log shipping,
+    # fencing, routing-table hand-over) also need a client certificate of a node or the
+    # controller issued by a CA of tls_ca; peer calls present tls_cert. None: on when the
+    # node serves TLS with a CA bundle.
+    peer_mtls: bool | None = None
     log_level: str = "INFO"
     # the Kafka listener (storage_node/kafka, docs/KAFKA.md): off while kafka_port is 0;
     # kafka_advertise is the host:port Kafka clients are told to use (host:kafka_port if empty)
@@ -70,6 +78,13 @@ class NodeSettings:
     kafka_advertise: str = ""
     log_format: str = "json"  # one JSON object per line; "text" for people
     store: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def mtls(self) -> bool:
+        """Whether the peer-only routes require a peer's client certificate."""
+        if self.peer_mtls is None:
+            return bool(self.tls_cert and self.tls_ca)
+        return self.peer_mtls
 
     @property
     def address(self) -> str:
@@ -216,6 +231,13 @@ def resolve_settings(
             f"the node serves HTTPS but advertises {settings.advertise_address}; "
             "advertise an https:// address"
         )
+    if settings.peer_mtls and not (settings.tls_cert and settings.tls_ca):
+        raise InvalidArgument(
+            "peer_mtls needs the node's certificate and the CA bundle (--tls-cert, --tls-key, "
+            "MSGSTORE_TLS_CA)"
+        )
+    if settings.mtls and not os.path.isfile(settings.tls_ca):
+        raise InvalidArgument(f"TLS CA file {settings.tls_ca} does not exist")
     if settings.tls_reload_s <= 0:
         raise InvalidArgument("tls_reload_s must be positive")
     try:

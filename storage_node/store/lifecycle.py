@@ -49,12 +49,11 @@ from storage_node.store.commitlog import CommitLog
 from storage_node.store.config import StoreConfig
 from storage_node.store.file_catalog import FileCatalog
 from storage_node.store.key_index_set import KeyIndexSet
-from storage_node.store.maintenance import counted
 from storage_node.store.msg_id_index import MsgIdIndexes
 from storage_node.store.pinned import pinned_ranges
 from storage_node.store.queues import PartitionQueues
 from storage_node.store.segment_readers import BlockSegment
-from storage_node.store.stats import count
+from storage_node.store.stats import count, counted
 from storage_node.store.topics import TopicRegistry
 from storage_node.store.types import FileInfo
 

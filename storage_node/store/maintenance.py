@@ -11,21 +11,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
 
 from storage_node.store.stats import count_error
-
-T = TypeVar("T")
-
-
-def counted(counters: dict, task: str, run: Callable[[int], T], arg: int) -> T:
-    """``run(arg)``, counted in ``<task>_runs`` and, when it raises, ``<task>_failures``."""
-    counters[f"{task}_runs"] = counters.get(f"{task}_runs", 0) + 1
-    try:
-        return run(arg)
-    except Exception:
-        counters[f"{task}_failures"] = counters.get(f"{task}_failures", 0) + 1
-        raise
 
 
 class Maintenance:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from storage_node.formats.filenames import STATES, State
 from storage_node.store.commitlog import CommitLog
 from storage_node.store.types import FileInfo
 
+T = TypeVar("T")
 COUNTERS = (
     "appended_messages",
     "appended_bytes",
@@ -31,6 +35,17 @@ def new_counters() -> dict:
 def count(counters: dict, name: str, n: int = 1) -> None:
     """``n`` more of ``name`` (a counter that appears when first counted)."""
     counters[name] = counters.get(name, 0) + n
+
+
+def counted(counters: dict, task: str, run: Callable[[int], T], arg: int) -> T:
+    """``run(arg)``, counted in ``<task>_runs`` and, when it raises, ``<task>_failures`` (a
+    background task's runs; ``count_error`` is for errors a task survives)."""
+    count(counters, f"{task}_runs")
+    try:
+        return run(arg)
+    except Exception:
+        count(counters, f"{task}_failures")
+        raise
 
 
 def count_error(counters: dict, name: str, text: str) -> None:

@@ -64,6 +64,7 @@ OPERATOR_MAY_USE = (
     "storage_node.access",  # it writes the access document from MessageStoreUser resources
     "storage_node.errors",
     "storage_node.tls",
+    "storage_node.mtls",  # the failover controller's client certificate (mTLS between nodes)
     "storage_node.formats",
     "storage_node.wire",
     "storage_node.replication.controller",  # the operator runs it for replicated stores

@@ -28,7 +28,7 @@ def test_observe_by_protocol(tmp_path) -> None:
         assert 'msgstore_produce_seconds_count{protocol="http"} 0.0' in page
         assert 'msgstore_fetch_seconds_count{protocol="kafka"} 1.0' in page
         assert 'msgstore_fetch_seconds_count{protocol="http"} 1.0' in page
-        assert "amqp" not in page and "delete" not in page
+        assert "amqp" not in page and "msgstore_delete_seconds" not in page
         assert "msgstore_store_ready 0.0" in page  # no store yet: the page still renders
     finally:
         runtime.executor.shutdown()

@@ -43,6 +43,9 @@ def _env(
             {"name": "MSGSTORE_TLS_CERT", "value": cert},
             {"name": "MSGSTORE_TLS_KEY", "value": key},
             {"name": "MSGSTORE_TLS_CA", "value": naming.CA_FILE},
+            # mTLS between nodes: log shipping, fencing and the routing hand-over need a
+            # node's (or the operator's controller's) certificate of the store's CA
+            {"name": "MSGSTORE_PEER_MTLS", "value": "true"},
         ]
     if spec.auth.enabled and token_secret:
         env.append(

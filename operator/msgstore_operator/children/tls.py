@@ -97,11 +97,13 @@ def plan_node_certs(
         names = [*names, *extra_names]
         crt_key, key_key = f"{pod}.crt", f"{pod}.key"
         existing = tls.CertKey(_unb64(current.get(crt_key)), _unb64(current.get(key_key)))
-        why = tls.renewal_reason(existing, ca.cert_pem, names, ips, now, renew_fraction)
+        why = tls.renewal_reason(
+            existing, ca.cert_pem, names, ips, now, renew_fraction, tls.NODE_UNIT
+        )
         if why is None:
             plan.data[crt_key], plan.data[key_key] = current[crt_key], current[key_key]
             continue
-        pair = tls.issue_cert(ca, pod, names, ips, now, validity)
+        pair = tls.issue_cert(ca, pod, names, ips, now, validity, tls.NODE_UNIT)
         plan.data[crt_key], plan.data[key_key] = _b64(pair.cert_pem), _b64(pair.key_pem)
         plan.issued.append((pod, why))
     if set(plan.data) != set(current):
@@ -158,6 +160,8 @@ def build_certificate(owner: Owner, spec: StoreSpec, replicas: int, domain: str)
         "spec": {
             "secretName": naming.certificate_secret_name(owner.name),
             "commonName": f"{owner.name}.{owner.namespace}.svc",
+            # the OU that makes it a node's certificate to the other nodes (mTLS)
+            "subject": {"organizationalUnits": [tls.NODE_UNIT]},
             "dnsNames": names,
             **({"ipAddresses": ips} if ips else {}),
             "duration": f"{days * 24}h",

@@ -2,7 +2,8 @@
 LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups. Each handler reads the
 kio request of the version the client sent, makes one call to the node's groups
 (``node_groups.NodeGroups``) and builds the answer of that version; the protocol's rules
-live in ``coordinator.py``.
+live in ``coordinator.py``. Each asks the ACL check of its API first (``kafka.acl``: the
+group, then the topics), as Kafka's broker does before its coordinator looks at anything.
 """
 
 from __future__ import annotations
@@ -30,6 +31,14 @@ def groups_of(node: Any) -> NodeGroups:
     if found is None:
         found = _groups[node] = NodeGroups(node.runtime)
     return found
+
+
+def checked(ctx: RequestContext, ng: NodeGroups, group: str) -> ErrorCode:
+    """GROUP_AUTHORIZATION_FAILED unless the API's operation on the group is allowed, then
+    the node's own checks of the group (``NodeGroups.check``)."""
+    if not ctx.guard.group(group):
+        return E.GROUP_AUTHORIZATION_FAILED
+    return ng.check(group)
 
 
 def code(error: ErrorCode) -> KafkaError:
@@ -60,6 +69,12 @@ def _coordinator(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]
             "only groups (key type 0) have a coordinator here; transactions are not supported",
             "node_id": -1, "host": "", "port": -1,
         }  # fmt: skip
+    if not ctx.guard.group(key):
+        return {
+            "error_code": KafkaError.group_authorization_failed,
+            "error_message": f"may not describe group {key}",
+            "node_id": -1, "host": "", "port": -1,
+        }  # fmt: skip
     node_id = groups_of(ctx.node).coordinator_node(key)
     for broker in ctx.node.brokers():
         if broker.node_id == node_id:
@@ -77,7 +92,7 @@ def _coordinator(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]
 # -- JoinGroup (11), SyncGroup (14), Heartbeat (12), LeaveGroup (13) ----------------------
 async def join_group(ctx: RequestContext, req: Any) -> Any:
     ng = groups_of(ctx.node)
-    error = ng.check(req.group_id)
+    error = checked(ctx, ng, req.group_id)
     if error is not E.NONE:
         return _join_answer(ctx, error, req.member_id)
     session_ms = ms(req.session_timeout)
@@ -131,7 +146,7 @@ def _join_answer(
 
 async def sync_group(ctx: RequestContext, req: Any) -> Any:
     ng = groups_of(ctx.node)
-    error = ng.check(req.group_id)
+    error = checked(ctx, ng, req.group_id)
     if error is not E.NONE:
         return ctx.make("SyncGroupResponse", throttle_time=NO_THROTTLE, error_code=code(error),
                         protocol_type=None, protocol_name=None, assignment=b"")  # fmt: skip
@@ -151,7 +166,7 @@ async def sync_group(ctx: RequestContext, req: Any) -> Any:
 
 async def heartbeat(ctx: RequestContext, req: Any) -> Any:
     ng = groups_of(ctx.node)
-    error = ng.check(req.group_id)
+    error = checked(ctx, ng, req.group_id)
     if error is E.NONE:
         error = ng.coordinator.heartbeat(
             req.group_id, req.generation_id, req.member_id, getattr(req, "group_instance_id", None)
@@ -165,7 +180,7 @@ async def leave_group(ctx: RequestContext, req: Any) -> Any:
         leaving = [(m.member_id, m.group_instance_id) for m in req.members]
     else:
         leaving = [(req.member_id, None)]
-    error = ng.check(req.group_id)
+    error = checked(ctx, ng, req.group_id)
     answers: list[ErrorCode]
     if error is not E.NONE:
         answers = [error] * len(leaving)
@@ -191,7 +206,8 @@ async def leave_group(ctx: RequestContext, req: Any) -> Any:
 async def offset_commit(ctx: RequestContext, req: Any) -> Any:
     ng = groups_of(ctx.node)
     group = req.group_id
-    error = ng.check(group) if ctx.may_write else E.GROUP_AUTHORIZATION_FAILED
+    error = checked(ctx, ng, group)
+    group_allowed = error is not E.GROUP_AUTHORIZATION_FAILED
     if error is E.NONE:
         generation = getattr(req, "generation_id_or_member_epoch", -1)
         error = ng.coordinator.check_commit(
@@ -201,16 +217,17 @@ async def offset_commit(ctx: RequestContext, req: Any) -> Any:
             getattr(req, "group_instance_id", None),
         )
     wanted = [(t.name, p) for t in req.topics for p in t.partitions]
-    outcomes: list[ErrorCode]
-    if error is not E.NONE:
-        outcomes = [error] * len(wanted)
-    else:
-        outcomes = await asyncio.gather(
-            *(
-                ng.commit(group, topic, p.partition_index, p.committed_offset, p.committed_metadata)
-                for topic, p in wanted
-            )
+
+    async def commit_one(topic: str, p: Any) -> ErrorCode:
+        if group_allowed and not ctx.guard.topic(topic):  # READ on the topic (kafka.acl)
+            return E.TOPIC_AUTHORIZATION_FAILED
+        if error is not E.NONE:
+            return error
+        return await ng.commit(
+            group, topic, p.partition_index, p.committed_offset, p.committed_metadata
         )
+
+    outcomes = await asyncio.gather(*(commit_one(topic, p) for topic, p in wanted))
     by_topic: dict[str, list[Any]] = {}
     for (topic, p), outcome in zip(wanted, outcomes, strict=True):
         by_topic.setdefault(topic, []).append(
@@ -253,11 +270,12 @@ async def _fetch_offsets(
     v8 = ctx.api_version >= 8
     partition_cls = "OffsetFetchResponsePartitions" if v8 else "OffsetFetchResponsePartition"
     topic_cls = "OffsetFetchResponseTopics" if v8 else "OffsetFetchResponseTopic"
-    error = ng.check(group)
+    error = checked(ctx, ng, group)
     committed = await ng.committed(group) if error is E.NONE else None
     if committed is not None:
-        if wanted is None:
-            pairs = [(t, sorted(ps)) for t, ps in sorted(committed.offsets.items())]
+        if wanted is None:  # every topic the principal may describe (kafka.acl)
+            visible = set(ctx.guard.visible_topics(sorted(committed.offsets)))
+            pairs = [(t, sorted(ps)) for t, ps in sorted(committed.offsets.items()) if t in visible]
             if committed.unreachable:
                 error = E.COORDINATOR_LOAD_IN_PROGRESS
         else:
@@ -271,9 +289,11 @@ async def _fetch_offsets(
     topics = []
     for topic, partitions in pairs:
         parts = []
+        # a topic named but not describable: its partitions say so (kafka.acl)
+        denied = error is E.NONE and wanted is not None and not ctx.guard.topic(topic)
         for p in partitions:
             offset = -1
-            if committed is not None and error is E.NONE:
+            if committed is not None and error is E.NONE and not denied:
                 offset = committed.offsets.get(topic, {}).get(p, -1)
             parts.append(
                 ctx.make(
@@ -282,7 +302,7 @@ async def _fetch_offsets(
                     committed_offset=offset,
                     committed_leader_epoch=-1,
                     metadata=ng.metadata_of(group, topic, p, offset) if offset >= 0 else "",
-                    error_code=code(partition_error),
+                    error_code=code(E.TOPIC_AUTHORIZATION_FAILED if denied else partition_error),
                 )  # fmt: skip
             )
         topics.append(ctx.make(topic_cls, name=topic, partitions=tuple(parts)))
@@ -304,6 +324,7 @@ async def list_groups(ctx: RequestContext, req: Any) -> Any:
             listed[name] = ("consumer", GroupState.EMPTY.value)
     states = {s.lower() for s in getattr(req, "states_filter", ())}
     types = {t.lower() for t in getattr(req, "types_filter", ())}
+    visible = set(ctx.guard.visible_groups(sorted(listed)))  # describable ones (kafka.acl)
     groups = tuple(
         ctx.make(
             "ListedGroup",
@@ -314,6 +335,7 @@ async def list_groups(ctx: RequestContext, req: Any) -> Any:
         )  # fmt: skip
         for name, (ptype, state) in sorted(listed.items())
         if ng.coordinator_node(name) == me
+        and name in visible
         and (not states or state.lower() in states)
         and (not types or "classic" in types)
     )
@@ -327,7 +349,7 @@ async def describe_groups(ctx: RequestContext, req: Any) -> Any:
     with_offsets: set[str] | None = None
     described = []
     for group in req.groups:
-        error = ng.check(group)
+        error = checked(ctx, ng, group)
         desc = ng.coordinator.describe(group) if error is E.NONE else None
         state, ptype, pdata, members = GroupState.DEAD.value, "", "", ()
         if desc is not None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from storage_node.cli.local import LocalCluster
 from storage_node.client import Client
 from storage_node.errors import MsgStoreError
@@ -17,12 +19,15 @@ from storage_node.errors import MsgStoreError
 MESSAGES = 3000
 
 
-def test_a_log_taken_over_is_served_by_every_read_route(tmp_path) -> None:
+@pytest.mark.parametrize("tls", [False, True], ids=["http", "mtls"])
+def test_a_log_taken_over_is_served_by_every_read_route(tmp_path, tls: bool) -> None:
+    """With ``tls`` the nodes and the controller speak HTTPS with mTLS between them (log
+    shipping, fencing and the routing hand-over need their certificates)."""
     cluster = LocalCluster(tmp_path / "c")
-    cluster.up(nodes=3, replication_factor=3)
+    cluster.up(nodes=3, replication_factor=3, tls=tls)
     try:
         cluster.wait_leaders()
-        with Client(cluster.addresses) as client:
+        with Client(cluster.addresses, ca=cluster.ca_file) as client:
             client.create_topic("r", 6)
             for i in range(0, MESSAGES, 100):
                 client.produce("r", [{"key": f"k{j}", "value": str(j)} for j in range(i, i + 100)])
@@ -30,7 +35,7 @@ def test_a_log_taken_over_is_served_by_every_read_route(tmp_path) -> None:
         victim = next(n for n in cluster.nodes if n.address == before[0]["owner_address"])
         cluster.kill(victim.id)
         survivors = [a for a in cluster.addresses if a != victim.address]
-        with Client(survivors) as client:
+        with Client(survivors, ca=cluster.ca_file) as client:
             deadline = time.monotonic() + 60
             while True:
                 try:  # 503 while the new leader still takes the log over

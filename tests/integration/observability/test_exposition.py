@@ -26,7 +26,7 @@ from tests.integration.observability.referenced import family, referenced_metric
 # every label a msgstore metric may carry: each has a bounded set of values (OPERATIONS.md)
 BOUNDED_LABELS = {
     "method", "route", "status", "format", "protocol", "topic", "partition", "group", "log",
-    "role", "follower", "state", "task", "certificate", "node", "kind",
+    "role", "follower", "state", "task", "certificate", "node", "kind", "operation", "resource",
 }  # fmt: skip
 UNITS = ("_bytes", "_seconds", "_messages", "_offset", "_replicas", "_info", "_logs")
 # gauges whose unit is "a state" (0/1) or a count of things named in the name
@@ -35,6 +35,7 @@ UNITLESS = {
     "msgstore_log_under_replicated", "msgstore_log_offline", "msgstore_recovery_clean",
     "msgstore_lifecycle_files", "msgstore_files", "msgstore_recovery_corrupt_records",
     "msgstore_recovery_corrupt_files", "msgstore_recovery_replayed_records",
+    "msgstore_access_generation",
 }  # fmt: skip
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import requests
 
+from storage_node import tls
 from storage_node.cli.local import NodeProcess, node_command
 from storage_node.server.routing_state import read_routing_file, write_routing_file
 from storage_node.wire.routing_table import new_local_table
@@ -52,7 +53,17 @@ def netns_available() -> str | None:
 
 
 class NetnsCluster:
-    def __init__(self, root: Path, nodes: int = 3, factor: int = 3, leader_timeout: float = 2.0):
+    def __init__(
+        self,
+        root: Path,
+        nodes: int = 3,
+        factor: int = 3,
+        leader_timeout: float = 2.0,
+        tls: bool = False,
+    ):
+        """With ``tls`` the nodes serve HTTPS with mTLS between them (certificates of a CA
+        made here, for each node's address); the test process verifies with
+        ``ca_file`` (REQUESTS_CA_BUNDLE) and ``controller_cert`` acts as the controller."""
         tag = f"{os.getpid() % 1000:03d}"
         self.tag = tag
         self.root = root
@@ -75,6 +86,25 @@ class NetnsCluster:
         self._stop = threading.Event()
         self._made: list[list[str]] = []  # undo commands, run in reverse
         self._distributor: threading.Thread | None = None
+        self.tls_dir: Path | None = None
+        self.ca_file: str | None = None
+        self.controller_cert: tuple[str, str] | None = None
+        if tls:
+            self._issue_certificates()
+
+    def _issue_certificates(self) -> None:
+        self.tls_dir = self.root / "tls"
+        ca = tls.new_ca("netns test CA")
+        self.ca_file = str(tls.write_pair(self.tls_dir, "ca", ca)[0])
+        for name in self.names:
+            pair = tls.issue_cert(ca, name, ["localhost"], [self.ip[name]], unit=tls.NODE_UNIT)
+            tls.write_pair(self.tls_dir, name, pair)
+        pair = tls.issue_cert(ca, "controller", ["controller"], unit=tls.CONTROLLER_UNIT)
+        cert, key = tls.write_pair(self.tls_dir, "controller", pair)
+        self.controller_cert = (str(cert), str(key))
+
+    def _env(self) -> dict[str, str]:
+        return {**os.environ, **({"MSGSTORE_TLS_CA": self.ca_file} if self.ca_file else {})}
 
     # -- network --------------------------------------------------------------------------
     def _net(self) -> None:
@@ -116,7 +146,7 @@ class NetnsCluster:
             _run(*inside, "link", "set", "lo", "up")
 
     def address(self, name: str) -> str:
-        return f"http://{self.ip[name]}:{PORT}"
+        return f"{'https' if self.tls_dir else 'http'}://{self.ip[name]}:{PORT}"
 
     # -- processes -------------------------------------------------------------------------
     def node_dir(self, name: str) -> Path:
@@ -147,7 +177,11 @@ class NetnsCluster:
         if not os.path.exists(self._node_routing(name)):
             shutil.copy(self.routing_file, self._node_routing(name))
         cmd = node_command(
-            node, self._node_routing(name), self.ip[name], ["--set", "node_ip=" + self.ip[name]]
+            node,
+            self._node_routing(name),
+            self.ip[name],
+            ["--set", "node_ip=" + self.ip[name]],
+            self.tls_dir,
         )
         with open(self.root / f"{name}.log", "ab") as log:
             self.procs[name] = subprocess.Popen(
@@ -156,6 +190,7 @@ class NetnsCluster:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                env=self._env(),
             )
 
     def _spawn_controller(self) -> None:
@@ -168,6 +203,8 @@ class NetnsCluster:
             "--timeout",
             str(self.leader_timeout),
         ]
+        if self.controller_cert is not None:
+            cmd += ["--tls-cert", self.controller_cert[0], "--tls-key", self.controller_cert[1]]
         with open(self.root / "controller.log", "ab") as log:
             self.procs["controller"] = subprocess.Popen(
                 ["ip", "netns", "exec", self.ns["controller"], *cmd],
@@ -175,6 +212,7 @@ class NetnsCluster:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                env=self._env(),
             )
 
     def _distribute(self) -> None:

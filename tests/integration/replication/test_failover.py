@@ -150,10 +150,11 @@ def test_a_failover_left_unfinished_is_completed(cluster: NetnsCluster) -> None:
     route = cluster.table().logs["node-1"]
     leader = route.leader
     # what an unfinished failover leaves behind: the leader fenced at the next epoch
-    fenced = requests.post(
+    fenced = requests.post(  # as the controller (with mTLS: with its certificate)
         f"{cluster.address(leader)}/v1/replication/logs/node-1/fence",
         params={"epoch": route.epoch + 1},
         timeout=5,
+        cert=cluster.controller_cert,
     )
     assert fenced.status_code == 200, fenced.text
     fenced_at = time.monotonic()

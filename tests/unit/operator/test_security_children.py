@@ -118,6 +118,7 @@ def test_cert_manager_certificate():
     )
     assert len(s["dnsNames"]) == len(set(s["dnsNames"]))
     assert s["duration"] == "720h" and s["renewBefore"] == "240h"
+    assert s["subject"] == {"organizationalUnits": [tls.NODE_UNIT]}  # a node's, to peers
     env = {
         e["name"]: e.get("value")
         for e in build_statefulset(OWNER, spec, 2, "h", None)["spec"]["template"]["spec"][
@@ -125,6 +126,7 @@ def test_cert_manager_certificate():
         ][0]["env"]
     }
     assert env["MSGSTORE_TLS_CERT"] == "/etc/msgstore/tls/tls.crt"
+    assert env["MSGSTORE_PEER_MTLS"] == "true"
     pem = b"-----BEGIN CERTIFICATE-----\n"
     secret = {"data": {"ca.crt": base64.b64encode(pem).decode()}}
     assert tls_children.ca_from_certificate_secret(secret) == pem
@@ -198,5 +200,28 @@ def test_the_node_accepts_the_tls_settings_the_operator_gives_it(tmp_path, ca):
     )
     assert settings.address == "https://demo-1.demo-nodes.ns1.svc.cluster.local:8080"
     assert settings.tls_cert.endswith("demo-1.crt") and settings.tls_key.endswith("demo-1.key")
-    ctx = tls.ReloadingServerContext(settings.tls_cert, settings.tls_key)
+    assert settings.mtls  # mTLS between nodes, with the CA bundle of the CA ConfigMap
+    ctx = tls.ReloadingServerContext(settings.tls_cert, settings.tls_key, settings.tls_ca)
     assert ctx.serial == tls.cert_info(cert_of(plan.data, "demo-1")).serial
+    assert [c.subject for c in ctx.trusted] == [ca.cert.subject]
+    # every node certificate names a node (OU): the other nodes take it as a peer's
+    for i in range(2):
+        assert tls.cert_info(cert_of(plan.data, f"demo-{i}")).units == (tls.NODE_UNIT,)
+
+
+def test_node_certificates_issued_before_mtls_are_reissued_once(ca):
+    """A certificate without the node OU (issued by an older operator) is reissued, then
+    kept."""
+    spec = parse_spec({})
+    names = naming.node_cert_names(OWNER.name, OWNER.namespace, 0, "cluster.local")
+    old = tls.issue_cert(ca, "demo-0", names, now=NOW)
+    current = {
+        "demo-0.crt": base64.b64encode(old.cert_pem).decode(),
+        "demo-0.key": base64.b64encode(old.key_pem).decode(),
+    }
+    plan = tls_children.plan_node_certs(OWNER, spec, 1, "cluster.local", ca, current, NOW)
+    assert [(pod, why) for pod, why in plan.issued] == [
+        ("demo-0", f"it does not name a {tls.NODE_UNIT} (OU)")
+    ]
+    again = tls_children.plan_node_certs(OWNER, spec, 1, "cluster.local", ca, plan.data, NOW)
+    assert not again.changed
