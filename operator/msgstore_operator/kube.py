@@ -27,6 +27,7 @@ PLURALS: dict[tuple[str, str], str] = {
     ("v1", "Pod"): "pods",
     ("v1", "PersistentVolumeClaim"): "persistentvolumeclaims",
     ("apps/v1", "StatefulSet"): "statefulsets",
+    ("apps/v1", "Deployment"): "deployments",  # the store's web console
     ("policy/v1", "PodDisruptionBudget"): "poddisruptionbudgets",
     ("batch/v1", "CronJob"): "cronjobs",
     ("rbac.authorization.k8s.io/v1", "Role"): "roles",

@@ -123,6 +123,17 @@ class SecurityDefaults:
 
 
 @dataclass(frozen=True)
+class ConsoleSpec:
+    """The store's web console (``msgstore console``), off unless asked for: every pod
+    that serves pages is one more thing to secure (docs/CONSOLE.md)."""
+
+    enabled: bool = False
+    admin: bool = False  # offer group offset resets (the user's token still decides)
+    node_port: int | None = None  # a NodePort Service instead of ClusterIP
+    resources: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class PodTemplateSpec:
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
@@ -159,6 +170,7 @@ class StoreSpec:
     pod_template: PodTemplateSpec = field(default_factory=PodTemplateSpec)
     tls: TlsSpec = field(default_factory=TlsSpec)
     network_policy: NetworkPolicySpec = field(default_factory=NetworkPolicySpec)
+    console: ConsoleSpec = field(default_factory=ConsoleSpec)
     # Pods comply with Pod Security "restricted" (off only for development images).
     restricted_pods: bool = True
     # Node pods carry prometheus.io/scrape, port, path and scheme annotations.
@@ -209,6 +221,7 @@ def parse_spec(
     pod = raw.get("podTemplate") or {}
     tls = raw.get("tls") or {}
     netpol = raw.get("networkPolicy") or {}
+    console = raw.get("console") or {}
     issuer = tls.get("issuerRef") or None
     sec = defaults or SecurityDefaults()
     ds, dsp = d.storage, SparkSpec(image=default_spark_image or DEFAULT_SPARK_IMAGE)
@@ -309,6 +322,12 @@ def parse_spec(
         network_policy=NetworkPolicySpec(
             enabled=bool(_get(netpol, "enabled", sec.network_policy)),
             ingress_from=tuple(netpol.get("ingressFrom") or ()),
+        ),
+        console=ConsoleSpec(
+            enabled=bool(_get(console, "enabled", False)),
+            admin=bool(_get(console, "admin", False)),
+            node_port=int(console["nodePort"]) if console.get("nodePort") is not None else None,
+            resources=dict(console.get("resources") or {}),
         ),
         restricted_pods=sec.restricted_pods,
         scrape_annotations=sec.scrape_annotations,

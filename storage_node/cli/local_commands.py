@@ -43,6 +43,13 @@ def cmd_local_up(args: argparse.Namespace) -> int:
         kafka = cluster.kafka_address(n) or "-"
         print(f"{n.id} {n.address} kafka={kafka} pid={n.pid} log={n.log}")
     print(f"routing table: {cluster.routing_file}")
+    if args.console:
+        from storage_node.cli.local_console import LocalConsole
+
+        console = LocalConsole(cluster.dir).start(
+            cluster.addresses, token=args.token, ca=cluster.ca_file, admin=args.console_admin
+        )
+        print(f"console: {console.url} pid={console.pid} log={cluster.dir / 'console.log'}")
     if cluster.ca_file:
         print(f"CA certificate: {cluster.ca_file} (use --ca or MSGSTORE_CA)")
     hint = kafka_client_settings(bool(args.token), cluster.ca_file)
@@ -67,7 +74,12 @@ def kafka_client_settings(token: bool, ca_file: str | None) -> str:
 
 
 def cmd_local_down(args: argparse.Namespace) -> int:
-    stopped = _cluster(args, existing=False).down()
+    from storage_node.cli.local_console import LocalConsole
+
+    cluster = _cluster(args, existing=False)
+    if LocalConsole(cluster.dir).stop():
+        print("stopped the console")
+    stopped = cluster.down()
     print(f"stopped {len(stopped)} node(s): {' '.join(stopped) or '-'}")
     return 0
 
@@ -86,6 +98,12 @@ def cmd_local_status(args: argparse.Namespace) -> int:
             health = f"exited without 'local stop' (pid {n.pid}); see {n.log}"
         kafka = cluster.kafka_address(n) or "-"
         print(f"{n.id:<8} {state:<8} {pid:>7}  {n.address:<26} {kafka:<21} {health}")
+    from storage_node.cli.local_console import LocalConsole
+
+    console = LocalConsole(cluster.dir)
+    if console.process is not None:
+        where = f"{console.process.url} (pid {console.process.pid})" if console.running() else "-"
+        print(f"console: {'running' if console.running() else 'stopped'} {where}")
     table = read_routing_file(cluster.routing_file)
     if not table.logs:
         print("controller: none (replication factor 1: each node serves its own log)")
@@ -169,6 +187,17 @@ def register_local(sub: Any) -> None:
         type=int,
         default=None,
         help="copies a sync append waits for (default 2 with factor 3, else the factor)",
+    )
+    up.add_argument(
+        "--no-console",
+        dest="console",
+        action="store_false",
+        help="start no web console (by default one starts: 'msgstore console', docs/CONSOLE.md)",
+    )
+    up.add_argument(
+        "--console-admin",
+        action="store_true",
+        help="start the console with --admin (group offset resets; the token decides)",
     )
     up.set_defaults(func=cmd_local_up)
     down = lsub.add_parser("down", parents=[data_dir], help="stop every node cleanly")

@@ -279,6 +279,9 @@ def build_parser(command: str | None = None, full: bool = False) -> argparse.Arg
     from storage_node.cli.access import register_access
 
     register_access(sub, parent)
+    from storage_node.cli.console_cmd import register_console
+
+    register_console(sub)
     register_lazy(sub, parent, command, full)
     return parser
 

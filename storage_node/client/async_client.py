@@ -118,6 +118,11 @@ class AsyncClient(ClientBase[AsyncConsumer]):
             Call(method, address, path, params, json_body, data, content_type, headers, raw)
         )
 
+    async def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        """GET a JSON document from any node (the next one when one does not answer): the
+        cluster-wide routes (``/v1/consumer-groups``, ...) with their ``unreachable_nodes``."""
+        return await self._run(self.core.any_node("GET", path, params=params))
+
     async def refresh_routing(self) -> dict[str, Any]:
         return await self._run(self.core.refresh_routing())
 

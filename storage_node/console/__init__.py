@@ -1,7 +1,5 @@
-"""The web console: server-rendered pages on the node's aiohttp app for the people who
-troubleshoot with msgstore (docs/CONSOLE.md). A front end beside the HTTP routes: every
-page reaches the stores through the same lookups and partition service they use."""
-
-from storage_node.console.routes import register
-
-__all__ = ["register"]
+"""The web console: a process of its own (``msgstore console``), a client of the cluster
+through ``storage_node.client`` like RocketMQ Dashboard or kafka-ui, rendering pages on
+the server for the people who troubleshoot with msgstore (docs/CONSOLE.md). Every page
+asks the nodes' HTTP API with the logged-in user's token, so the nodes enforce each
+user's rights; the console keeps only sessions and a short history of the metrics."""

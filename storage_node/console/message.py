@@ -1,5 +1,6 @@
-"""``/messages/{msg_id}``: one message (metadata, what its ID encodes, its body in three
-views, its neighbours, the timeline of its key) and ``/messages/{msg_id}/raw``, its body."""
+"""``/messages/{msg_id}``: one message (metadata, what its ID encodes, its headers, its
+body in three views, its neighbours, the timeline of its key) and
+``/messages/{msg_id}/raw``, its body."""
 
 from __future__ import annotations
 
@@ -8,20 +9,18 @@ from urllib.parse import quote, urlencode
 
 from aiohttp import web
 
-from storage_node.console.pages import PageError, page, render
+from storage_node.console.pages import PageError, client_of, page, render
 from storage_node.console.views import (
     VIEWS,
+    Message,
     body_view,
     decode_msg_id,
     default_view,
     fmt_ms,
+    message_of,
     row,
 )
 from storage_node.formats.message_id import parse_msg_id
-from storage_node.server import lookups
-from storage_node.server.app_keys import runtime_of
-from storage_node.server.lookups import message_from_json
-from storage_node.store import Message
 
 TIMELINE_CAP = 50
 
@@ -29,8 +28,7 @@ TIMELINE_CAP = 50
 async def _message(request: web.Request) -> Message:
     msg_id = request.match_info["msg_id"]
     parse_msg_id(msg_id)  # 400 for a malformed ID, before any node is asked
-    found = await lookups.find_message(runtime_of(request), msg_id, "cluster")
-    return message_from_json(found) if isinstance(found, dict) else found
+    return message_of(await client_of(request).get_message(msg_id))
 
 
 @page
@@ -41,13 +39,12 @@ async def message_page(request: web.Request) -> web.StreamResponse:
         raise PageError(400, f"view must be one of {', '.join(VIEWS)}, got {view!r}")
     timeline: dict[str, Any] | None = None
     if m.key is not None:
-        found = await lookups.lookup_key(
-            runtime_of(request), m.topic, m.key, 0, 2**63 - 1, TIMELINE_CAP + 1, "cluster"
-        )
+        found = await client_of(request).lookup_key(m.topic, m.key, 0, 2**63 - 1, TIMELINE_CAP + 1)
+        messages = [message_of(x) for x in found["messages"]]
         timeline = {
-            "rows": [row(x) for x in found.messages[:TIMELINE_CAP]],
-            "more": len(found.messages) > TIMELINE_CAP,
-            "unreachable": found.unreachable,
+            "rows": [row(x) for x in messages[:TIMELINE_CAP]],
+            "more": len(messages) > TIMELINE_CAP,
+            "unreachable": found.get("unreachable_nodes", []),
             "search": f"/search?{urlencode({'topic': m.topic, 'key': m.key})}",
         }
     around = {"topic": m.topic, "partition": m.partition}

@@ -1,5 +1,6 @@
-"""What every console page shares: the session check, the rendering with the security
-headers, and the error page a bad request gets (its status, nothing changed)."""
+"""What every console page shares: the session (a login first, unless the cluster needs
+no token), the user's client of the cluster, the rendering with the security headers, and
+the error page a bad request gets (its status; nothing changed)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,16 @@ from urllib.parse import quote
 import aiohttp_jinja2
 from aiohttp import web
 
-from storage_node.console.auth import ConsoleAuth
+from storage_node.client import AsyncClient
+from storage_node.console.runtime import runtime_of
+from storage_node.console.sessions import SESSION_COOKIE, SESSION_SECONDS, Session, set_cookie
 from storage_node.errors import MsgStoreError
-from storage_node.server.app_keys import runtime_of
 
-AUTH = web.AppKey("console_auth", ConsoleAuth)
 Page = Callable[[web.Request], Awaitable[web.StreamResponse]]
+SESSION = web.RequestKey("console_session", Session)
+STARTED = web.RequestKey("console_started", float)
 
-# Scripts only from this node (there are none yet), nothing framed, forms only to here.
+# Scripts only from the console (there are none), nothing framed, forms only to here.
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -40,19 +43,24 @@ class PageError(Exception):
         self.message = message
 
 
-def auth_of(request: web.Request) -> ConsoleAuth:
-    return request.app[AUTH]
+def session_of(request: web.Request) -> Session:
+    return request[SESSION]
+
+
+def client_of(request: web.Request) -> AsyncClient:
+    """The cluster as the logged-in user: their token on every call."""
+    return request[SESSION].client
 
 
 def render(
     request: web.Request, template: str, context: dict[str, Any], status: int = 200
 ) -> web.Response:
-    auth = auth_of(request)
-    session = auth.session_of(request)
+    rt = runtime_of(request)
+    session = request.get(SESSION)
     base = {
-        "node_id": runtime_of(request).settings.node_id,
-        "logged_in": session is not None,
-        "logout_csrf": auth.session_csrf(session) if session else "",
+        "logged_in": session is not None and session.token is not None,
+        "csrf": session.csrf if session else "",
+        "admin": rt.settings.admin,
         "path": request.path,
     }
     response = aiohttp_jinja2.render_template(template, request, {**base, **context}, status=status)
@@ -65,22 +73,34 @@ def error_page(request: web.Request, status: int, message: str) -> web.Response:
 
 
 def page(handler: Page) -> Page:
-    """A console page: a login first when the node has a token, then the handler, whose
-    typed errors become the error page with their status."""
+    """A console page: the user's session (a login first when the cluster needs a token),
+    then the handler, whose typed errors become the error page with their status. A token
+    the cluster no longer accepts ends the session."""
 
     async def wrapped(request: web.Request) -> web.StreamResponse:
-        auth = auth_of(request)
-        if auth.required and auth.session_of(request) is None:
-            target = request.path_qs
-            raise web.HTTPSeeOther(f"/login?next={quote(target, safe='')}")
-        started = time.perf_counter()
-        request["console_started"] = started
+        rt = runtime_of(request)
+        session = rt.sessions.of(request)
+        fresh = False
+        if session is None:
+            if not await rt.cluster_is_open():
+                raise web.HTTPSeeOther(f"/login?next={quote(request.path_qs, safe='')}")
+            session, fresh = await rt.sessions.open(None, rt.anonymous), True
+        request[SESSION] = session
+        request[STARTED] = time.perf_counter()
         try:
-            return await handler(request)
+            response = await handler(request)
         except PageError as exc:
-            return error_page(request, exc.status, exc.message)
+            response = error_page(request, exc.status, exc.message)
         except MsgStoreError as exc:
-            return error_page(request, exc.status, exc.message)
+            if exc.status == 401 and session.token is not None:
+                await rt.sessions.close(session)
+                raise web.HTTPSeeOther(f"/login?next={quote(request.path_qs, safe='')}") from None
+            response = error_page(request, exc.status, exc.message)
+        if fresh:
+            set_cookie(request, response, SESSION_COOKIE, session.id, SESSION_SECONDS)
+        # the page's time in this process, its cluster calls included (bench/console.py)
+        response.headers["Server-Timing"] = f"page;dur={elapsed_ms(request):.2f}"
+        return response
 
     wrapped.__name__ = handler.__name__
     wrapped.__doc__ = handler.__doc__
@@ -89,4 +109,4 @@ def page(handler: Page) -> Page:
 
 def elapsed_ms(request: web.Request) -> float:
     """How long the page took so far (the search pages say it)."""
-    return (time.perf_counter() - request["console_started"]) * 1000
+    return (time.perf_counter() - request[STARTED]) * 1000

@@ -3,18 +3,78 @@ JSON or hex (capped: a body is attacker-controlled and may be megabytes), time f
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from storage_node.errors import InvalidArgument
 from storage_node.formats.message_id import MS_PER_HOUR, parse_msg_id
-from storage_node.store import Message
 
 BODY_CAP = 64 * 1024  # bytes of a body shown on a page; the rest through /messages/{id}/raw
 VIEWS = ("text", "json", "hex")
+
+
+@dataclass(frozen=True)
+class Message:
+    """A message as the HTTP API answers it (wire/message_json.py), its body as bytes."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: str | None
+    tag: str | None
+    msg_id: str
+    timestamp: int
+    store_timestamp: int
+    value: bytes
+    headers: list[tuple[str, str]] = field(default_factory=list)
+
+
+def message_of(doc: dict[str, Any]) -> Message:
+    text = doc.get("value")
+    value = text.encode("utf-8") if text is not None else base64.b64decode(doc["value_base64"])
+    return Message(
+        doc["topic"],
+        doc["partition"],
+        doc["offset"],
+        doc.get("key"),
+        doc.get("tag"),
+        doc["msg_id"],
+        doc["timestamp"],
+        doc["store_timestamp"],
+        value,
+        headers_of(doc.get("headers")),
+    )
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, dict):  # {"value": text} or {"value_base64": ...}
+        if value.get("value") is not None:
+            return str(value["value"])
+        raw = base64.b64decode(value.get("value_base64") or "")
+        return raw.decode("utf-8", errors="replace")
+    return "" if value is None else str(value)
+
+
+def headers_of(doc: Any) -> list[tuple[str, str]]:
+    """A message's headers (Kafka record headers), as (name, value) text pairs whichever
+    JSON shape the node answers: a list of {"key"/"name", "value"/"value_base64"}, a list
+    of pairs, or an object. Shown as text: they are whoever produced them."""
+    if not doc:
+        return []
+    if isinstance(doc, dict):
+        return [(str(k), _text(v)) for k, v in doc.items()]
+    out = []
+    for item in doc if isinstance(doc, list) else []:
+        if isinstance(item, dict):
+            name = item.get("key", item.get("name", ""))
+            out.append((str(name), _text(item)))
+        elif isinstance(item, list | tuple) and len(item) == 2:
+            out.append((str(item[0]), _text(item[1])))
+    return out
 
 
 def fmt_ms(ms: int | None) -> str:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from storage_node.cli.local import LocalCluster
+from storage_node.cli.local_console import LocalConsole
 from storage_node.client import Client
 from storage_node.demo.sample_data import DEFAULT_ROWS, ensure_sample_file
 from storage_node.demo.spark import check_jobs_dir, run_job
@@ -254,11 +255,13 @@ def main(argv: list[str] | None = None) -> int:
         say("compacting (seal, LZ4 blocks, compacted key indexes)")
         show("compaction", compact_cluster(cluster, args.jobs_dir))
         example_queries(cluster, TOPIC)
+        console = LocalConsole(workdir).start(cluster.addresses)
+        say(f"web console: {console.url}")
         if exit_after:
             return 0
         say(
             f"\nserving at {', '.join(cluster.addresses)} — try:\n"
-            f"  the web console: {cluster.addresses[0]}/search?topic={TOPIC}&key=ord-00000042"
+            f"  the web console: {console.url}/search?topic={TOPIC}&key=ord-00000042"
             " (docs/CONSOLE.md)\n"
             f"  .venv/bin/msgstore query {TOPIC} ord-00000042 --endpoint {cluster.addresses[0]}\n"
             f"  kcat -b {cluster.kafka_address(cluster.nodes[0])} -C -t {TOPIC} -o -5 -e"
@@ -272,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     finally:
         say("stopping the cluster")
+        LocalConsole(workdir).stop()
         cluster.down()
         if not keep_dir:
             shutil.rmtree(workdir, ignore_errors=True)

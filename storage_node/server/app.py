@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from storage_node import console
 from storage_node.server import (
     routes_access,
     routes_admin,
@@ -48,5 +47,4 @@ def create_app(runtime: NodeRuntime) -> web.Application:
         routes_access,
     ):
         module.register(app)
-    console.register(app, settings.token, settings.read_token)  # the web console's pages
     return app

@@ -5,8 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from storage_node.console.auth import ConsoleAuth, safe_next
-from storage_node.console.views import BODY_CAP, body_view, decode_msg_id, default_view, parse_time
+from storage_node.console.sessions import Sessions, safe_next
+from storage_node.console.views import (
+    BODY_CAP,
+    body_view,
+    decode_msg_id,
+    default_view,
+    headers_of,
+    parse_time,
+)
 from storage_node.errors import InvalidArgument
 
 
@@ -49,13 +56,19 @@ def test_body_views_are_capped_and_binary_safe():
     assert default_view("héllo".encode()) == "text"
 
 
-def test_login_redirects_stay_on_the_console_and_sessions_are_signed():
+def test_login_redirects_stay_on_the_console_and_csrf_is_bound_to_the_process():
     assert safe_next("/search?topic=t") == "/search?topic=t"
     for bad in (None, "", "//evil.example", "https://evil.example", "/\\evil", "search"):
         assert safe_next(bad) == "/"
-    auth = ConsoleAuth("full", "read")
-    assert auth.token_ok("full") and auth.token_ok("read")
-    assert not auth.token_ok("") and not auth.token_ok("fulll")
-    assert ConsoleAuth("full").token_ok("read") is False
-    other = ConsoleAuth("full")
-    assert auth.login_csrf("b") != other.login_csrf("b")  # each node start signs anew
+    one, other = Sessions(), Sessions()
+    assert one.login_csrf("b") == one.login_csrf("b")
+    assert one.login_csrf("b") != one.login_csrf("c")  # bound to the browser's cookie
+    assert one.login_csrf("b") != other.login_csrf("b")  # each console start signs anew
+
+
+def test_headers_are_read_from_every_json_shape_as_text():
+    assert headers_of(None) == [] and headers_of([]) == []
+    assert headers_of([{"key": "trace", "value": "abc"}]) == [("trace", "abc")]
+    assert headers_of([{"key": "bin", "value_base64": "AP8="}]) == [("bin", "\x00\ufffd")]
+    assert headers_of([["a", "1"], ["b", None]]) == [("a", "1"), ("b", "")]
+    assert headers_of({"x": "<script>"}) == [("x", "<script>")]

@@ -6,9 +6,12 @@ Static imports are read with ``ast`` (function-local ones too; those under
 docs/ENGINE_API.md:
 
     base (errors, tls) < formats, backend < store < wire, replication < partitions
-    < server | client (kafka, console beside server) < cli, demo, Spark
+    < server | client (kafka beside server) < console (a front end of the client)
+    < cli, demo, Spark
 
-``server`` and ``client`` are peers that never import each other. The operator
+``server`` and ``client`` are peers that never import each other. The web console is a
+client of the cluster, a process of its own: it loads the client and never the server,
+the store or the partition service (it sees the nodes only through their HTTP API). The operator
 (``msgstore_operator``) stands apart: it may use storage_node's base, formats and wire
 modules and the failover controller (which needs only the routing table) and never loads the
 store or the server, and only the CLI (which renders Spark Jobs with the operator's builders) may
@@ -50,12 +53,11 @@ LAYERS: dict[str, int] = {
     # the Kafka listener: a front end beside the HTTP routes, over the partition service
     # and the node's runtime (server.runtime); server.serve starts it
     "storage_node.kafka": 5,
-    # the web console: pages on the node's app (server.app mounts them), over the same
-    # lookups and partition service the HTTP routes use
-    "storage_node.console": 5,
-    "storage_node.cli": 6,
-    "storage_node.demo": 6,
-    "msgstore_spark": 6,
+    # the web console: a process of its own over the client (``msgstore console``)
+    "storage_node.console": 6,
+    "storage_node.cli": 7,
+    "storage_node.demo": 7,
+    "msgstore_spark": 7,
 }
 PEERS = {"storage_node.server", "storage_node.client"}  # same layer, independent
 OPERATOR_MAY_USE = (
@@ -74,6 +76,8 @@ OPERATOR_KOPF_PARTS = (
     "msgstore_operator.reconcile",
 )
 ENGINE = ("storage_node.server", "storage_node.store")
+# what a client of the cluster never loads: it reaches the nodes only over their API
+NODE_SIDE = (*ENGINE, "storage_node.partitions", "storage_node.replication", "storage_node.kafka")
 MAX_LINES = 500
 # Modules over MAX_LINES (none now). Nothing of store/ or formats/ may be listed (a test
 # checks it).
@@ -355,6 +359,31 @@ def test_the_client_and_the_operator_load_no_server_or_store_module(graph, packa
     engine = {m: " -> ".join(path) for m, path in loaded.items() if _under(m, ENGINE)}
     assert engine == {}
     assert must_load in loaded
+
+
+def test_the_console_is_a_client_of_the_cluster(graph):
+    """The console asks the nodes through the client: nothing of a node's side loads."""
+    files, edges = graph
+    start = [m for m in files if _under(m, ["storage_node.console"])]
+    loaded = runtime_closure(start, edges)
+    node_side = {m: " -> ".join(path) for m, path in loaded.items() if _under(m, NODE_SIDE)}
+    assert node_side == {}
+    assert "storage_node.client" in loaded
+    code = (
+        "import sys\nimport storage_node.console.routes, storage_node.console.serve\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('storage_node'))))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    imported = proc.stdout.split()
+    assert "storage_node.client.async_client" in imported
+    assert [m for m in imported if _under(m, NODE_SIDE)] == []
+    made_up = Edge("storage_node.console.search", "storage_node.server.lookups", 1, False)
+    assert runtime_closure(["storage_node.console.search"], [made_up]).keys() & {
+        "storage_node.server.lookups"
+    }
 
 
 def test_importing_the_client_loads_no_server_or_store_module():

@@ -9,6 +9,7 @@ from .. import naming
 from ..settings import config_hash, node_settings
 from ..spec import StoreSpec
 from .config import build_config_map, build_routing_config_map
+from .console import build_console_deployment, build_console_service, console_name
 from .meta import Owner
 from .network import build_network_policy
 from .policy import build_pdb
@@ -128,4 +129,14 @@ def desired_children(
         objects += spark_children(owner, spec, endpoint, token)
     else:
         absent += spark_refs(owner)
+    if spec.console.enabled:
+        objects += [
+            build_console_deployment(owner, spec, endpoint, token),
+            build_console_service(owner, spec),
+        ]
+    else:
+        absent += [
+            ChildRef("apps/v1", "Deployment", console_name(owner.name)),
+            ChildRef("v1", "Service", console_name(owner.name)),
+        ]
     return DesiredState(objects=objects, absent=absent, config_hash=digest, token_secret=token)

@@ -1,5 +1,6 @@
-"""A real `msgstore local` cluster holding sample orders, and helpers that read the console's
-pages over HTTP like a browser that runs no script."""
+"""A real `msgstore local` cluster holding sample orders with a real `msgstore console`
+process in front of it, and helpers that read the console's pages over HTTP like a browser
+that runs no script."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ import pytest
 import requests
 
 from storage_node.cli.local import LocalCluster
+from storage_node.cli.local_console import LocalConsole
 from storage_node.client import Client
 
 TOKEN = "console-test-token"
+READ_TOKEN = "console-read-token"  # the nodes' read-only token: reads, never writes
 ORDERS = "orders"
 XSS_KEY = "<script>document.title='pwned'</script>"
 BINARY_BODY = b"\x00\xff\xfe<img src=x onerror=alert(1)>\x80"
@@ -26,7 +29,8 @@ class Sample:
     """What the sample data holds: results of the produce calls, by name."""
 
     cluster: LocalCluster
-    endpoint: str
+    endpoint: str  # a node (for the client and the CLI)
+    console: str  # the console process
     order42: list[dict]  # the produce results of order-42's messages, oldest first
     xss: dict
     binary: dict
@@ -52,26 +56,47 @@ def produce_sample(client: Client) -> tuple[list[dict], dict, dict]:
 def sample(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sample]:
     c = LocalCluster(tmp_path_factory.mktemp("console"))
     c.up(nodes=3, env={"MSGSTORE_LIFECYCLE_INTERVAL_S": "0"})
+    console = LocalConsole(c.dir)
     try:
         endpoint = c.addresses[0]
         with Client(c.addresses) as client:
             order42, xss, binary = produce_sample(client)
-        yield Sample(c, endpoint, order42, xss, binary)
+        url = console.start(c.addresses, scrape_seconds=0.5).url
+        yield Sample(c, endpoint, url, order42, xss, binary)
     finally:
+        stopped = console.stop()
         c.down()
+    assert stopped, "the console process was not found to stop"
+
+
+@dataclass
+class Secured:
+    """A one-node cluster that requires TOKEN (READ_TOKEN reads only), and an admin-mode
+    console in front of it."""
+
+    endpoint: str
+    console: str
 
 
 @pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A one-node cluster that requires TOKEN; its address."""
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     c = LocalCluster(tmp_path_factory.mktemp("console-token"))
-    c.up(nodes=1, env={"MSGSTORE_LIFECYCLE_INTERVAL_S": "0", "MSGSTORE_TOKEN": TOKEN})
+    env = {
+        "MSGSTORE_LIFECYCLE_INTERVAL_S": "0",
+        "MSGSTORE_TOKEN": TOKEN,
+        "MSGSTORE_READ_TOKEN": READ_TOKEN,
+    }
+    c.up(nodes=1, env=env)
+    console = LocalConsole(c.dir)
     try:
         with Client(c.addresses, token=TOKEN) as client:
             client.create_topic(ORDERS, partitions=2)
-            client.produce(ORDERS, [{"key": "order-42", "value": '{"order": 42}'}])
-        yield c.addresses[0]
+            client.produce(ORDERS, [{"key": "order-42", "value": '{"order": 42}'}] * 3)
+            client.commit_offset("billing", ORDERS, 0, 0)
+        url = console.start(c.addresses, token=TOKEN, admin=True, scrape_seconds=0.5).url
+        yield Secured(c.addresses[0], url)
     finally:
+        console.stop()
         c.down()
 
 

@@ -18,7 +18,7 @@ CLI = [sys.executable, "-m", "storage_node.cli"]
 
 
 def test_search_by_key_is_what_the_client_finds_newest_first(sample):
-    page = get(sample.endpoint, f"/search?topic={ORDERS}&key=order-42")
+    page = get(sample.console, f"/search?topic={ORDERS}&key=order-42")
     assert page.status_code == 200
     found = rows(page.text)
     with Client(sample.endpoint) as client:
@@ -32,42 +32,42 @@ def test_search_by_key_is_what_the_client_finds_newest_first(sample):
 
 
 def test_search_says_when_it_stopped_at_its_cap_and_when_it_found_nothing(sample):
-    capped = get(sample.endpoint, f"/search?topic={ORDERS}&key=order-42&limit=2")
+    capped = get(sample.console, f"/search?topic={ORDERS}&key=order-42&limit=2")
     assert [r[4] for r in rows(capped.text)] == ["shipped", "packed"]
     assert text_of(capped.text, "summary").startswith("2 shown, more exist")
-    exact = get(sample.endpoint, f"/search?topic={ORDERS}&key=order-42&limit=4")
+    exact = get(sample.console, f"/search?topic={ORDERS}&key=order-42&limit=4")
     assert "more exist" not in text_of(exact.text, "summary")
-    none = get(sample.endpoint, f"/search?topic={ORDERS}&key=order-999")
+    none = get(sample.console, f"/search?topic={ORDERS}&key=order-999")
     assert none.status_code == 200 and rows(none.text) == []
     assert text_of(none.text, "summary").startswith("none found")
 
 
 def test_search_filters_by_tag_partition_and_time(sample):
-    tagged = get(sample.endpoint, f"/search?topic={ORDERS}&key=order-42&tag=paid")
+    tagged = get(sample.console, f"/search?topic={ORDERS}&key=order-42&tag=paid")
     assert [r[4] for r in rows(tagged.text)] == ["paid"]
     p = sample.order42[0]["partition"]
-    same = get(sample.endpoint, f"/search?topic={ORDERS}&key=order-42&partition={p}")
+    same = get(sample.console, f"/search?topic={ORDERS}&key=order-42&partition={p}")
     assert len(rows(same.text)) == 4
-    other = get(sample.endpoint, f"/search?topic={ORDERS}&key=order-42&partition={(p + 1) % 6}")
+    other = get(sample.console, f"/search?topic={ORDERS}&key=order-42&partition={(p + 1) % 6}")
     assert rows(other.text) == []
     with Client(sample.endpoint) as client:
         paid = client.get_message(sample.order42[1]["msg_id"])
     stored = paid["store_timestamp"]
     window = get(
-        sample.endpoint,
+        sample.console,
         f"/search?topic={ORDERS}&key=order-42&from={stored}&until={stored}",
     )
     assert "paid" in [r[4] for r in rows(window.text)]
     assert {r[0] for r in rows(window.text)} == {fmt_ms(stored)}  # only that millisecond
-    future = get(sample.endpoint, f"/search?topic={ORDERS}&key=order-42&from=2999-01-01T00:00:00Z")
+    future = get(sample.console, f"/search?topic={ORDERS}&key=order-42&from=2999-01-01T00:00:00Z")
     assert rows(future.text) == []
 
 
 def test_search_by_message_id_opens_the_message_page(sample):
     msg_id = sample.order42[1]["msg_id"]
-    found = get(sample.endpoint, f"/search?msg_id={msg_id}")
+    found = get(sample.console, f"/search?msg_id={msg_id}")
     assert found.status_code == 303 and found.headers["Location"] == f"/messages/{msg_id}"
-    page = get(sample.endpoint, found.headers["Location"])
+    page = get(sample.console, found.headers["Location"])
     assert page.status_code == 200
     assert text_of(page.text, "msg-id") == msg_id
     assert text_of(page.text, "key") == "order-42" and text_of(page.text, "tag") == "paid"
@@ -83,13 +83,13 @@ def test_search_by_message_id_opens_the_message_page(sample):
 
 def test_message_body_views_and_the_raw_download_are_binary_safe(sample):
     base = f"/messages/{sample.binary['msg_id']}"
-    page = get(sample.endpoint, base)
+    page = get(sample.console, base)
     assert text_of(page.text, "view-current") == "hex"  # not UTF-8: hex by default
     assert "00 ff fe 3c 69 6d 67" in page.text
-    text = get(sample.endpoint, base + "?view=text")
+    text = get(sample.console, base + "?view=text")
     assert "not valid UTF-8" in text.text and "&lt;img src=x onerror=alert(1)&gt;" in text.text
     assert "<img src=x" not in text.text
-    raw = get(sample.endpoint, base + "/raw")
+    raw = get(sample.console, base + "/raw")
     assert raw.status_code == 200 and raw.content == BINARY_BODY
     assert raw.headers["Content-Type"] == "application/octet-stream"
     assert raw.headers["Content-Disposition"].startswith("attachment;")
@@ -98,25 +98,25 @@ def test_message_body_views_and_the_raw_download_are_binary_safe(sample):
 def test_search_by_partition_and_offset_and_the_neighbour_links(sample):
     first = sample.order42[0]
     p = first["partition"]
-    page = get(sample.endpoint, f"/search?topic={ORDERS}&partition={p}&offset={first['offset']}")
+    page = get(sample.console, f"/search?topic={ORDERS}&partition={p}&offset={first['offset']}")
     found = rows(page.text)
     assert found[0][2] == str(first["offset"]) and found[0][5] == first["msg_id"]
     assert [int(r[2]) for r in found] == sorted(int(r[2]) for r in found)
-    message = get(sample.endpoint, f"/messages/{sample.order42[1]['msg_id']}")
+    message = get(sample.console, f"/messages/{sample.order42[1]['msg_id']}")
     nxt = re.search(r'id="next" href="([^"]+)"|href="([^"]+)" id="next"', message.text)
     assert nxt, "no link to the next offset"
     link = (nxt.group(1) or nxt.group(2)).replace("&amp;", "&")
     assert f"offset={sample.order42[1]['offset'] + 1}" in link
-    one = get(sample.endpoint, link)
+    one = get(sample.console, link)
     assert [r[2] for r in rows(one.text)] == [str(sample.order42[1]["offset"] + 1)]
 
 
 def test_a_key_like_script_is_shown_as_text(sample):
-    page = get(sample.endpoint, f"/search?topic={ORDERS}&key={quote(XSS_KEY)}")
+    page = get(sample.console, f"/search?topic={ORDERS}&key={quote(XSS_KEY)}")
     assert [r[3] for r in rows(page.text)] == [XSS_KEY]
     assert XSS_KEY not in page.text and "<img src=x" not in page.text
     assert "&lt;script&gt;document.title=&#39;pwned&#39;&lt;/script&gt;" in page.text
-    message = get(sample.endpoint, f"/messages/{sample.xss['msg_id']}")
+    message = get(sample.console, f"/messages/{sample.xss['msg_id']}")
     assert "<script>" not in message.text and "&lt;script&gt;x=1&lt;/script&gt;" in message.text
     assert "script-src 'self'" in message.headers["Content-Security-Policy"]
 
@@ -143,7 +143,7 @@ def test_bad_input_gets_a_clear_error_page_and_changes_nothing(sample):
         ("/search?key=k", 400, "search needs a topic"),
     ]
     for path, status, words in cases:
-        page = get(sample.endpoint, path)
+        page = get(sample.console, path)
         assert page.status_code == status, (path, page.status_code, page.text[:300])
         assert page.headers["Content-Type"].startswith("text/html"), path
         assert words in text_of(page.text, "error-message"), (path, page.text[:500])
@@ -152,9 +152,9 @@ def test_bad_input_gets_a_clear_error_page_and_changes_nothing(sample):
 
 
 def test_topics_and_topic_page(sample):
-    topics = get(sample.endpoint, "/topics")
+    topics = get(sample.console, "/topics")
     assert f'href="/topics/{ORDERS}"' in topics.text
-    page = get(sample.endpoint, f"/topics/{ORDERS}")
+    page = get(sample.console, f"/topics/{ORDERS}")
     assert page.status_code == 200
     with Client(sample.endpoint) as client:
         doc = client.describe_topic(ORDERS)
@@ -192,25 +192,25 @@ def test_group_lag_equals_group_describe_sortable_and_lagging_only(sample):
     expected = {
         (r["topic"], r["partition"]): r["lag"] for r in json.loads(cli.stdout)["partitions"]
     }
-    page = get(sample.endpoint, "/groups/billing")
+    page = get(sample.console, "/groups/billing")
     assert page.status_code == 200
     shown = rows(page.text, "lag-row")
     assert {(r[0], int(r[1])): int(r[4]) for r in shown} == expected
     lags = [int(r[4]) for r in shown]
     assert lags == sorted(lags, reverse=True)  # by lag, largest first
     assert text_of(page.text, "total-lag").startswith(f"Total lag: {sum(expected.values())}")
-    lagging = rows(get(sample.endpoint, "/groups/billing?lagging=1").text, "lag-row")
+    lagging = rows(get(sample.console, "/groups/billing?lagging=1").text, "lag-row")
     assert lagging and all(int(r[4]) > 0 for r in lagging)
     assert len(lagging) == sum(1 for v in expected.values() if v > 0)
     by_partition = rows(
-        get(sample.endpoint, "/groups/billing?sort=partition&order=asc").text, "lag-row"
+        get(sample.console, "/groups/billing?sort=partition&order=asc").text, "lag-row"
     )
     assert [int(r[1]) for r in by_partition] == sorted(int(r[1]) for r in by_partition)
-    assert "billing" in get(sample.endpoint, "/groups").text
+    assert "billing" in get(sample.console, "/groups").text
 
 
 def test_cluster_page_lists_every_node_with_health(sample):
-    page = get(sample.endpoint, "/")
+    page = get(sample.console, "/")
     assert page.status_code == 200
     nodes = re.findall(
         r"<td>(node-\d)(?: \(this node\))?</td><td>(http://[^<]+)</td>\s*<td class=\"health\">([^<]+)</td>",
@@ -227,14 +227,13 @@ def test_a_stopped_node_makes_a_partial_answer_that_names_it(sample):
     with Client(sample.endpoint) as client:
         owners = client.describe_topic(ORDERS)["owners"]
     holder = owners[sample.order42[0]["partition"]]
-    ask = next(a for i, a in enumerate(sample.cluster.addresses) if f"node-{i}" != holder)
     sample.cluster.stop(holder)
     try:
-        page = get(ask, f"/search?topic={ORDERS}&key=order-42")
+        page = get(sample.console, f"/search?topic={ORDERS}&key=order-42")
         assert page.status_code == 200
         assert holder in text_of(page.text, "unreachable")
         assert text_of(page.text, "summary").startswith("none found")
-        cluster = get(ask, "/")
+        cluster = get(sample.console, "/")
         health = dict(
             re.findall(
                 r"<td>(node-\d)(?: \(this node\))?</td><td>[^<]+</td>\s*<td class=\"health\">([^<]+)</td>",
@@ -243,10 +242,11 @@ def test_a_stopped_node_makes_a_partial_answer_that_names_it(sample):
         )
         assert health[holder] != "ready" and "unreachable" in health[holder]
         offset = get(
-            ask, f"/search?topic={ORDERS}&partition={sample.order42[0]['partition']}&offset=0"
+            sample.console,
+            f"/search?topic={ORDERS}&partition={sample.order42[0]['partition']}&offset=0",
         )
         assert holder in text_of(offset.text, "unreachable")
     finally:
         sample.cluster.restart(holder)
-    again = get(ask, f"/search?topic={ORDERS}&key=order-42")
+    again = get(sample.console, f"/search?topic={ORDERS}&key=order-42")
     assert len(rows(again.text)) == 4

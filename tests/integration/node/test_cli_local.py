@@ -97,3 +97,37 @@ def test_local_cluster_survives_what_a_developer_does(tmp_path):
         assert missing.returncode == 1 and "no node 'node-9'" in missing.stderr.decode()
     finally:
         run("local", "down", *local)
+
+
+def test_local_up_starts_the_web_console_and_down_stops_it(tmp_path):
+    import re
+
+    import requests
+
+    data_dir = str(tmp_path / "with-console")
+    local = ["--data-dir", data_dir]
+    up = run("local", "up", "--nodes", "1", *local).stdout.decode()
+    try:
+        m = re.search(r"^console: (http://127\.0\.0\.1:\d+) pid=(\d+)", up, re.M)
+        assert m, up
+        url = m.group(1)
+        page = requests.get(url + "/topics", timeout=30)
+        assert page.status_code == 200 and "<h1>Topics</h1>" in page.text
+        shown = run("local", "status", *local).stdout.decode()
+        assert f"console: running {url} (pid {m.group(2)})" in shown
+        down = run("local", "down", *local).stdout.decode()
+        assert "stopped the console" in down
+        try:
+            requests.get(url + "/healthz", timeout=5)
+            raise AssertionError("the console still answers after 'local down'")
+        except requests.ConnectionError:
+            pass
+        assert "console: stopped" in run("local", "status", *local).stdout.decode()
+        again = run("local", "up", "--nodes", "1", *local).stdout.decode()
+        assert f"console: {url} " in again  # its port is kept, as the nodes' are
+        bare = str(tmp_path / "bare")
+        quiet = run("local", "up", "--nodes", "1", "--no-console", "--data-dir", bare)
+        run("local", "down", "--data-dir", bare)
+        assert "console:" not in quiet.stdout.decode()
+    finally:
+        run("local", "down", *local)

@@ -45,3 +45,4 @@ def test_the_demo_prints_tables_and_human_times(tmp_path):
     assert re.search(r"stored from \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} UTC to ", out), out
     assert not re.search(r"\[\d{13}, \d{13}\]", out)  # no raw epoch-ms ranges
     assert re.search(r"^  PART +OFFSET +KEY +TAG +STORED +VALUE$", out, re.M), out
+    assert re.search(r"web console: http://127\.0\.0\.1:\d+$", out, re.M), out  # make run's URL

@@ -8,6 +8,10 @@ def test_object_paths():
     assert object_path("v1", "ConfigMap", "ns", "a") == "/api/v1/namespaces/ns/configmaps/a"
     assert object_path("apps/v1", "StatefulSet", "ns") == "/apis/apps/v1/namespaces/ns/statefulsets"
     assert (
+        object_path("apps/v1", "Deployment", "ns", "c")
+        == "/apis/apps/v1/namespaces/ns/deployments/c"
+    )
+    assert (
         object_path("msgstore.io/v1alpha1", "MessageStore", "ns", "d")
         == "/apis/msgstore.io/v1alpha1/namespaces/ns/messagestores/d"
     )
