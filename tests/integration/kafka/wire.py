@@ -35,7 +35,10 @@ class Wire:
     def _exact(self, n: int) -> bytes | None:
         data = b""
         while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
+            try:
+                chunk = self.sock.recv(n - len(data))
+            except ConnectionResetError:  # closed with our request unread: a reset, not EOF
+                return None
             if not chunk:
                 return None
             data += chunk
