@@ -37,6 +37,7 @@ class RequestContext:
     client_host: str = ""  # "/ADDRESS" of the connection, as Kafka names it (DescribeGroups)
     session: Any = None  # the connection's SASL state (kafka.sasl.Session)
     may_write: bool = True  # False for a read-only token: write handlers answer denial
+    listener: str = "internal"  # or "external": which brokers' addresses the answer names
 
     def make(self, entity: str, /, **fields: Any) -> Any:
         """An entity of the answer's schema (of this request's version) named ``entity``, with
