@@ -7,7 +7,7 @@
 # kubelet's probes). --queue-bypass: while no engine listens, packets pass (as upstream's
 # --fail-open), so a node never loses its pods' network to a restarting enforcer.
 set -euo pipefail
-: "${POD_CIDR:?POD_CIDR must be set (the cluster's pod network, e.g. 10.244.0.0/16)}"
+: "${POD_CIDR:?POD_CIDR must be set: the pod network of the cluster, e.g. 10.244.0.0/16}"
 Q=${NFQUEUE_ID:-100}
 CHAIN=MSGSTORE-NETPOL
 ipt() { iptables -w 5 "$@"; }
@@ -32,7 +32,7 @@ trap 'stop; wait; exit 0' TERM INT
 /usr/local/bin/kube-network-policies --nfqueue-id="$Q" --disable-nri \
   --netfilter-bug-1766-fix=false --metrics-bind-address=127.0.0.1:9080 "$@" &
 engine=$!
-wait "$engine"
-rc=$?
+rc=0
+wait "$engine" || rc=$?
 stop
 exit "$rc"
