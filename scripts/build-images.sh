@@ -6,6 +6,9 @@
 # <appVersion> comes from helm/msgstore/Chart.yaml.
 #
 #   scripts/build-images.sh [node|spark|all]     (default: all; works from any directory)
+#   scripts/build-images.sh kcat                 msgstore-kcat:<appVersion>: Debian's kcat on
+#                                                a minimal base (the Kafka client the kind
+#                                                tests run in a pod); not part of all
 #
 # Progress goes to stderr; the LAST line on stdout is the image reference(s) built,
 # separated by a space (node first), for callers such as scripts/kind-up.sh.
@@ -56,12 +59,12 @@ log() { printf '[build-images] %s\n' "$*" >&2; }
 
 WHAT=${1:-all}
 case "$WHAT" in
-  node | spark | all) ;;
+  node | spark | all | kcat) ;;
   -h | --help)
     sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
     exit 0
     ;;
-  *) die "unknown target '$WHAT' (expected node, spark or all)" ;;
+  *) die "unknown target '$WHAT' (expected node, spark, all or kcat)" ;;
 esac
 (($# <= 1)) || die "expected at most one argument (node, spark or all), got: $*"
 
@@ -131,6 +134,7 @@ image_mb() { "$DOCKER" image inspect -f '{{.Size}}' "$1" | awk '{ printf "%.0f M
 declare -A BASE_PACKAGES=(
   [python]="python3.11 python3-venv ca-certificates tini"
   [spark]="python3.11 python3-venv ca-certificates tini openjdk-17-jre-headless procps bash libnss-wrapper"
+  [kcat]="kcat ca-certificates"
 )
 
 # shellcheck disable=SC2016 # the hook's $1 (the root directory) is mmdebstrap's to expand
@@ -362,6 +366,14 @@ build_image() { # build_image IMAGE REF BASE_ARG BASE_REF LOCAL(yes|no)
   drop_replaced "$old" "$ref"
   log "image $ref: $(image_mb "$ref")"
 }
+
+if [[ "$WHAT" == kcat ]]; then # the base is the whole image: no Python, no wheels
+  ensure_base kcat
+  "$DOCKER" tag "$BASE_REF" "${IMAGE_PREFIX}msgstore-kcat:${VERSION}"
+  log "image ${IMAGE_PREFIX}msgstore-kcat:${VERSION}: $(image_mb "$BASE_REF") in $(since "$T_START") s"
+  echo "${IMAGE_PREFIX}msgstore-kcat:${VERSION}"
+  exit 0
+fi
 
 BUILT=()
 SIZES=()

@@ -4,10 +4,13 @@
 #   2. a kind cluster from kind-config.yaml (one control plane, two workers), with the pinned
 #      kind built from its Go module (scripts/kind/kind.sh),
 #   3. the two images built (scripts/build-images.sh) and loaded into the cluster's nodes,
-#   4. the Helm chart installed (CRD, operator, RBAC),
-#   5. the sample MessageStore of examples/ applied and waited for until Ready,
-#   6. the Spark ingest job run on the cluster (spark-submit --deploy-mode cluster),
-#   7. example queries, answered from inside the cluster.
+#   4. the NetworkPolicy enforcer (kube-network-policies built from its Go module,
+#      scripts/kind/network-policies.sh) as a DaemonSet, so the store's NetworkPolicy holds,
+#   5. the Helm chart installed (CRD, operator, RBAC),
+#   6. the sample MessageStore of examples/ applied and waited for until Ready (its
+#      NetworkPolicy admits the kind network, where NodePort traffic from the host comes from),
+#   7. the Spark ingest job run on the cluster (spark-submit --deploy-mode cluster),
+#   8. example queries, answered from inside the cluster.
 #
 # Node image (KIND_NODE_IMAGE):
 #   unset      kind's published kindest/node image when it is present or can be pulled; else
@@ -135,6 +138,12 @@ step "images ${NODE_IMAGE} and ${SPARK_IMAGE}"
 bash scripts/build-images.sh
 "${KIND[@]}" load docker-image --name "$CLUSTER" "$NODE_IMAGE" "$SPARK_IMAGE"
 
+step "NetworkPolicy enforcer (kube-network-policies)"
+NETPOL_IMAGE=$(bash scripts/kind/network-policies.sh build | tail -n 1)
+"${KIND[@]}" load docker-image --name "$CLUSTER" "$NETPOL_IMAGE"
+sed "s|image: IMAGE|image: ${NETPOL_IMAGE}|" scripts/kind/netpol/enforcer.yaml | kc apply -f -
+kc -n kube-system rollout status daemonset/kube-network-policies --timeout=300s
+
 step "Helm chart (release '${RELEASE}' in namespace '${OPERATOR_NAMESPACE}')"
 # Helm installs the CRDs only on first install; apply them so a re-run also upgrades them.
 kc apply --server-side -f crds/messagestore.yaml -f crds/messagestoreuser.yaml
@@ -147,7 +156,13 @@ kc apply --server-side -f crds/messagestore.yaml -f crds/messagestoreuser.yaml
 
 step "sample MessageStore '${STORE}' in namespace '${NAMESPACE}'"
 kc create namespace "$NAMESPACE" --dry-run=client -o yaml | kc apply -f -
+# The host's NodePort traffic reaches the pods from addresses of the kind network (its
+# gateway, the nodes): admit those, as a NetworkPolicy must for any NodePort (docs/SECURITY.md).
+KIND_SUBNET=$(docker network inspect kind -f '{{range .IPAM.Config}}{{.Subnet}} {{end}}' | tr ' ' '\n' | grep -v : | head -n 1)
+[[ -n "$KIND_SUBNET" ]] || die "no IPv4 subnet on the docker network 'kind'"
 kc -n "$NAMESPACE" apply -f examples/messagestore.yaml
+kc -n "$NAMESPACE" patch messagestore "$STORE" --type merge \
+  -p "{\"spec\":{\"networkPolicy\":{\"ingressFrom\":[{\"ipBlock\":{\"cidr\":\"${KIND_SUBNET}\"}}]}}}"
 kc -n "$NAMESPACE" apply -f examples/client-nodeport.yaml
 kc -n "$NAMESPACE" wait --for=condition=Ready "messagestore/${STORE}" --timeout="$WAIT"
 kc -n "$NAMESPACE" get messagestore "$STORE"

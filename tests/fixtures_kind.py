@@ -4,8 +4,10 @@ Everything it needs is built on this machine, starting right after collection in
 background while the tests that need no build run (cold builds take longer than the per-test
 timeout, so a test that needs them waits before its timeout starts): a Docker engine
 (scripts/docker-engine.sh), the kind node image assembled from Go modules and Debian packages
-(scripts/kind/node-image.sh), the two msgstore images (scripts/build-images.sh), and kubectl and
-helm (tests/integration/controlplane/build.sh). A failed build never skips anything: every test that needs
+(scripts/kind/node-image.sh), the two msgstore images (scripts/build-images.sh), kubectl and
+helm (tests/integration/controlplane/build.sh), and the NetworkPolicy enforcer
+(scripts/kind/network-policies.sh: kube-network-policies, installed as a DaemonSet right
+after the cluster is created, so every test runs with NetworkPolicy enforced). A failed build never skips anything: every test that needs
 the cluster fails with the build's own message.
 
 The cluster is created from the repository's kind-config.yaml with another name, images are loaded with `kind load` (pods never pull: no registry is reachable), and it is
@@ -51,6 +53,8 @@ HOST_RECORD = (
     / "host-record"
 )
 BUILD_IMAGES_SH = SCRIPTS / "build-images.sh"
+NETPOL_SH = SCRIPTS / "kind" / "network-policies.sh"
+NETPOL_MANIFEST = SCRIPTS / "kind" / "netpol" / "enforcer.yaml"
 DOCKER_ENGINE_SH = SCRIPTS / "docker-engine.sh"
 CLUSTER_NAME = "msgstore-e2e"
 KEEP_ENV = "MSGSTORE_E2E_KEEP"
@@ -71,6 +75,7 @@ class _Prepared:
 
     error: str = ""
     node_image: str = ""
+    netpol_image: str = ""
     started_engine: bool = False
     times: dict[str, float] = field(default_factory=dict)
 
@@ -138,6 +143,14 @@ def _prepare() -> _Prepared:
             )
             lines = [line for line in str(node).splitlines() if line.strip()]
             prep.node_image = lines[-1].strip() if lines else ""
+        if not prep.error:
+            netpol = _timed_step(
+                prep,
+                "network policy enforcer",
+                lambda: _stream(["bash", str(NETPOL_SH), "build"], "netpol", 3600),
+            )
+            lines = [line for line in str(netpol).splitlines() if line.strip()]
+            prep.netpol_image = lines[-1].strip() if lines else ""
     finally:
         beside.join()
     prep.error = prep.error or images.error
@@ -300,6 +313,18 @@ def minio_image(cluster: KindCluster) -> str:
     return binary_image(cluster, "minio", require_binary("minio"), "10001:10001")
 
 
+def install_network_policy_enforcer(cluster: KindCluster, image: str) -> None:
+    """kube-network-policies as a DaemonSet on every node (scripts/kind/netpol/enforcer.yaml),
+    so the NetworkPolicies of the tests are enforced; waits until each node runs it."""
+    _kind("load", "docker-image", "--name", cluster.name, image, timeout=600)
+    manifest = NETPOL_MANIFEST.read_text().replace("image: IMAGE", f"image: {image}")
+    cluster.run_kubectl("apply", "-f", "-", input=manifest)
+    cluster.run_kubectl(
+        "-n", "kube-system", "rollout", "status", "daemonset/kube-network-policies",
+        "--timeout=300s", timeout=330,
+    )  # fmt: skip
+
+
 def _kind(*args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(
         ["bash", str(KIND_SH), *args],
@@ -451,6 +476,9 @@ def kind_cluster(
         cluster.run_kubectl(
             "wait", "--for=condition=Ready", "nodes", "--all", "--timeout=300s", timeout=330
         )
+        started = time.monotonic()
+        install_network_policy_enforcer(cluster, prep.netpol_image)
+        TIMINGS["network policy enforcer installed"] = round(time.monotonic() - started, 1)
         sys.stderr.write(
             f"[kind] cluster {CLUSTER_NAME}: created in {created:.0f}s, images loaded in "
             f"{loaded:.0f}s\n"

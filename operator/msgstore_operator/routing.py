@@ -69,6 +69,14 @@ def _node_entry(
     port = spec.external.node_port(ordinal)
     if port is not None:
         entry["external_address"] = naming.external_address(spec.external.host, port, spec.scheme)
+    if spec.kafka.enabled:
+        pod = naming.pod_dns_name(name, namespace, ordinal, domain)
+        entry["kafka_address"] = f"{pod}:{spec.kafka.port}"
+    kafka = spec.kafka_node_port(ordinal)
+    if kafka is not None:
+        # host:port (an IPv6 literal in brackets), as external_address without the scheme
+        address = naming.external_address(spec.external.host, kafka)
+        entry["kafka_external_address"] = address.split("://", 1)[1]
     return entry
 
 

@@ -42,6 +42,10 @@ def node_settings(spec: StoreSpec) -> dict[str, str]:
         "MSGSTORE_INDEX_ITEMS": str(spec.index_items),
         "MSGSTORE_DEFAULT_RETENTION_HOURS": _num(spec.retention_hours),
     }
+    if spec.kafka.enabled:  # the listeners' advertised addresses are per pod (statefulset.py)
+        env["MSGSTORE_KAFKA_PORT"] = str(spec.kafka.port)
+        if spec.external.kafka_node_port_base is not None and spec.external.enabled:
+            env["MSGSTORE_KAFKA_EXTERNAL_PORT"] = str(spec.kafka.external_port)
     if spec.compaction.mode == "spark":
         # The Spark job compacts sealed files; nodes leave them alone (ten years).
         env["MSGSTORE_COMPACT_AFTER_S"] = str(SPARK_OWNS_COMPACTION_S)

@@ -42,11 +42,27 @@ class ExternalSpec:
     enabled: bool = False
     host: str = "127.0.0.1"
     node_port_base: int | None = None
+    kafka_node_port_base: int | None = None
 
     def node_port(self, ordinal: int) -> int | None:
         if not self.enabled or self.node_port_base is None:
             return None
         return self.node_port_base + ordinal
+
+    def kafka_node_port(self, ordinal: int) -> int | None:
+        """Node ``ordinal``'s external Kafka NodePort (None: no external Kafka listener)."""
+        if not self.enabled or self.kafka_node_port_base is None:
+            return None
+        return self.kafka_node_port_base + ordinal
+
+
+@dataclass(frozen=True)
+class KafkaSpec:
+    """The Kafka listener of every node (the CRD's ``kafka``)."""
+
+    enabled: bool = True
+    port: int = 9092
+    external_port: int = 9094
 
 
 @dataclass(frozen=True)
@@ -165,6 +181,7 @@ class StoreSpec:
     topics: tuple[TopicSpec, ...] = ()
     tiering: TieringSpec = field(default_factory=TieringSpec)
     external: ExternalSpec = field(default_factory=ExternalSpec)
+    kafka: KafkaSpec = field(default_factory=KafkaSpec)
     compaction: CompactionSpec = field(default_factory=CompactionSpec)
     auth: AuthSpec = field(default_factory=AuthSpec)
     pod_template: PodTemplateSpec = field(default_factory=PodTemplateSpec)
@@ -179,6 +196,10 @@ class StoreSpec:
     @property
     def scheme(self) -> str:
         return "https" if self.tls.enabled else "http"
+
+    def kafka_node_port(self, ordinal: int) -> int | None:
+        """Node ``ordinal``'s external Kafka NodePort, when both listeners are on."""
+        return self.external.kafka_node_port(ordinal) if self.kafka.enabled else None
 
     def topic_retention_hours(self, topic: TopicSpec) -> float:
         return float(
@@ -215,6 +236,7 @@ def parse_spec(
     index = raw.get("index") or {}
     tiering = raw.get("tiering") or {}
     external = raw.get("external") or {}
+    kafka = raw.get("kafka") or {}
     compaction = raw.get("compaction") or {}
     spark = compaction.get("spark") or {}
     auth = raw.get("auth") or {}
@@ -276,6 +298,16 @@ def parse_spec(
             node_port_base=(
                 int(external["nodePortBase"]) if external.get("nodePortBase") is not None else None
             ),
+            kafka_node_port_base=(
+                int(external["kafkaNodePortBase"])
+                if external.get("kafkaNodePortBase") is not None
+                else None
+            ),
+        ),
+        kafka=KafkaSpec(
+            enabled=bool(_get(kafka, "enabled", d.kafka.enabled)),
+            port=int(_get(kafka, "port", d.kafka.port)),
+            external_port=int(_get(kafka, "externalPort", d.kafka.external_port)),
         ),
         compaction=CompactionSpec(
             mode=str(_get(compaction, "mode", "node")),

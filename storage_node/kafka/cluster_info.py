@@ -28,7 +28,7 @@ async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
     node = ctx.node
     brokers = tuple(
         ctx.make("DescribeClusterBroker", broker_id=b.broker_id, host=b.host, port=b.port)
-        for b in node.brokers()
+        for b in node.brokers(ctx.listener)
     )
     return ctx.make(
         "DescribeClusterResponse",

@@ -58,9 +58,14 @@ def build_table() -> ApiTable:
 class KafkaListener:
     """Serves the Kafka protocol for one node until ``close``."""
 
-    def __init__(self, node: KafkaNode, table: ApiTable | None = None) -> None:
+    def __init__(
+        self, node: KafkaNode, table: ApiTable | None = None, listener: str = "internal"
+    ) -> None:
         self.node = node
         self.table = table or build_table()
+        # "external": Metadata, FindCoordinator and DescribeCluster name every node's external
+        # address (clients outside the cluster reach only those)
+        self.listener = listener
         self.max_request_bytes = node.max_request_bytes
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -175,6 +180,7 @@ class KafkaListener:
         ctx.session = session
         source = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else ""
         ctx.guard = Guard(authorizer, session.principal, api_key, source)
+        ctx.listener = self.listener
         response = await api.handler(ctx, request)
         if response is None:
             return None

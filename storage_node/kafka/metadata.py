@@ -80,7 +80,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
     brokers = tuple(
         ctx.make("MetadataResponseBroker", node_id=b.broker_id, host=b.host, port=b.port, rack=None)
-        for b in node.brokers()
+        for b in node.brokers(ctx.listener)
     )
     return ctx.make(
         "MetadataResponse",

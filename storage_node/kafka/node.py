@@ -19,9 +19,10 @@ class Broker:
 
 
 class KafkaNode:
-    """The node as the Kafka APIs see it."""
+    """The node as the Kafka APIs see it. One per node, shared by its listeners (the
+    internal one and, when set, the external one), so both serve the same groups."""
 
-    def __init__(self, runtime: NodeRuntime, host: str, port: int) -> None:
+    def __init__(self, runtime: NodeRuntime, host: str, port: int, external_port: int = 0) -> None:
         self.runtime = runtime
         self.partitions = runtime.partitions  # every store access goes through it
         settings = runtime.settings
@@ -30,23 +31,36 @@ class KafkaNode:
         # not a wildcard listen address such as 0.0.0.0) with the Kafka port
         advertised = settings.kafka_advertise or f"{_http_host(settings.address)}:{port}"
         self.host, self.port = split_host_port(advertised)
+        self.external_port = external_port
 
-    def brokers(self) -> list[Broker]:
-        """Every node of the cluster (index = broker id) with its Kafka address; a node
-        whose Kafka address the routing table lacks is listed at its HTTP host with this
-        node's Kafka port (the local cluster and the operator write the addresses)."""
+    def brokers(self, listener: str = "internal") -> list[Broker]:
+        """Every node of the cluster (index = broker id) with its Kafka address on the
+        given listener; a node whose Kafka address the routing table lacks is listed at its
+        HTTP host with this node's Kafka port (the local cluster and the operator write the
+        addresses). On the external listener each node is listed at its
+        ``kafka_external_address`` (a node without one at its internal address)."""
         table = self.runtime.routing.current()
+        me = self.runtime.settings.node_id
         out = []
         for i, node in enumerate(table.nodes):
-            if node.id == self.runtime.settings.node_id:
-                out.append(Broker(node.id, i, self.host, self.port))
-                continue
-            if node.kafka_address:
+            if listener == "external" and node.id == me:
+                host, port = self._own_external(node.kafka_external_address)
+            elif listener == "external" and node.kafka_external_address:
+                host, port = split_host_port(node.kafka_external_address)
+            elif node.id == me:
+                host, port = self.host, self.port
+            elif node.kafka_address:
                 host, port = split_host_port(node.kafka_address)
             else:
                 host, port = _http_host(node.address), self.port
             out.append(Broker(node.id, i, host, port))
         return out
+
+    def _own_external(self, from_table: str | None) -> tuple[str, int]:
+        """This node's external address: the setting, else the routing table's entry, else
+        the internal host with the external port."""
+        address = self.runtime.settings.kafka_external_advertise or from_table
+        return split_host_port(address) if address else (self.host, self.external_port)
 
     def broker_id_of(self, node_id: str) -> int:
         for b in self.brokers():

@@ -41,6 +41,7 @@ class RequestContext:
     # the ACL checks of this request (kafka.acl): a handler asks it before it touches a
     # topic or group; the default (no principal) refuses everything
     guard: Guard = field(default_factory=lambda: Guard(None, None, -1))
+    listener: str = "internal"  # or "external": which brokers' addresses the answer names
 
     def make(self, entity: str, /, **fields: Any) -> Any:
         """An entity of the answer's schema (of this request's version) named ``entity``, with

@@ -89,31 +89,48 @@ def _open_store(runtime: NodeRuntime) -> None:
     runtime.sync_topics_from_routing()
 
 
-async def _start_kafka(runtime: NodeRuntime, tls: ReloadingServerContext | None) -> Any:
-    """The Kafka listener (docs/KAFKA.md) when a Kafka port is set, on this event loop; with
-    TLS on, it serves TLS with the HTTP API's reloading certificate context."""
+async def _start_kafka(runtime: NodeRuntime, tls: ReloadingServerContext | None) -> list[Any]:
+    """The Kafka listeners (docs/KAFKA.md) when a Kafka port is set, on this event loop: the
+    internal one, and the external one when an external port is set too (one KafkaNode, so
+    both serve the same groups); with TLS on, they serve TLS with the HTTP API's reloading
+    certificate context."""
     settings = runtime.settings
     if not settings.kafka_port:
-        return None
+        return []
 
-    def build() -> Any:  # in a thread: importing the protocol schemas takes a moment
+    def build() -> list[Any]:  # in a thread: importing the protocol schemas takes a moment
         from storage_node.kafka.listener import KafkaListener
         from storage_node.kafka.node import KafkaNode
 
-        return KafkaListener(KafkaNode(runtime, settings.host, settings.kafka_port))
+        node = KafkaNode(runtime, settings.host, settings.kafka_port, settings.kafka_external_port)
+        listeners = [KafkaListener(node)]
+        if settings.kafka_external_port:
+            listeners.append(KafkaListener(node, listeners[0].table, listener="external"))
+        return listeners
 
-    listener = await asyncio.to_thread(build)
-    await listener.start(settings.host, settings.kafka_port, tls.context if tls else None)
-    log.info(
-        "node %s serving Kafka on %s:%d (%s)",
-        settings.node_id,
-        settings.host,
-        listener.port,
-        ("SASL_SSL" if tls else "SASL_PLAINTEXT")
-        if settings.token
-        else ("SSL" if tls else "PLAINTEXT"),
-    )
-    return listener
+    listeners = await asyncio.to_thread(build)
+    ports = [settings.kafka_port, settings.kafka_external_port]
+    started: list[Any] = []
+    try:
+        for listener, port in zip(listeners, ports, strict=False):
+            await listener.start(settings.host, port, tls.context if tls else None)
+            started.append(listener)
+    except OSError:
+        for listener in started:
+            await listener.close()
+        raise
+    for listener in listeners:
+        log.info(
+            "node %s serving Kafka (%s) on %s:%d (%s)",
+            settings.node_id,
+            listener.listener,
+            settings.host,
+            listener.port,
+            ("SASL_SSL" if tls else "SASL_PLAINTEXT")
+            if settings.token
+            else ("SSL" if tls else "PLAINTEXT"),
+        )
+    return listeners
 
 
 def _log_recoveries(runtime: NodeRuntime) -> None:
@@ -169,8 +186,8 @@ async def serve(settings: NodeSettings) -> int:
     exit_code = 0
     try:  # before the store opens: a node that answers ready serves Kafka too
         kafka = await _start_kafka(runtime, tls)
-    except OSError as err:  # the Kafka port is taken: stop as a failed start
-        kafka = None
+    except OSError as err:  # a Kafka port is taken: stop as a failed start
+        kafka = []
         runtime.startup_error = f"cannot serve Kafka on port {settings.kafka_port}: {err}"
         log.error("%s", runtime.startup_error)
         exit_code = 1
@@ -199,8 +216,8 @@ async def serve(settings: NodeSettings) -> int:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-    if kafka is not None:
-        await kafka.close()
+    for listener in kafka:
+        await listener.close()
     await runner.cleanup()
     if not open_task.done():
         with contextlib.suppress(Exception):

@@ -76,6 +76,11 @@ class NodeSettings:
     # kafka_advertise is the host:port Kafka clients are told to use (host:kafka_port if empty)
     kafka_port: int = 0
     kafka_advertise: str = ""
+    # a second Kafka listener for clients outside the cluster (a Kubernetes NodePort): off
+    # while 0; it advertises kafka_external_advertise, else the routing table's
+    # kafka_external_address of each node (docs/KAFKA.md, "Kubernetes")
+    kafka_external_port: int = 0
+    kafka_external_advertise: str = ""
     log_format: str = "json"  # one JSON object per line; "text" for people
     store: dict[str, Any] = field(default_factory=dict)
 
@@ -221,6 +226,16 @@ def resolve_settings(
         raise InvalidArgument(f"Kafka port {settings.kafka_port} is out of range")
     if settings.kafka_advertise and not _host_port(settings.kafka_advertise):
         raise InvalidArgument(f"kafka_advertise {settings.kafka_advertise!r} must be host:port")
+    if not 0 <= settings.kafka_external_port <= 65535:
+        raise InvalidArgument(f"Kafka external port {settings.kafka_external_port} is out of range")
+    if settings.kafka_external_port and not settings.kafka_port:
+        raise InvalidArgument("a Kafka external port needs the Kafka listener (a Kafka port)")
+    if settings.kafka_external_port and settings.kafka_external_port == settings.kafka_port:
+        raise InvalidArgument("the Kafka external port must differ from the Kafka port")
+    if settings.kafka_external_advertise and not _host_port(settings.kafka_external_advertise):
+        raise InvalidArgument(
+            f"kafka_external_advertise {settings.kafka_external_advertise!r} must be host:port"
+        )
     if bool(settings.tls_cert) != bool(settings.tls_key):
         raise InvalidArgument("TLS needs both a certificate and a key (--tls-cert and --tls-key)")
     for what, path in (("certificate", settings.tls_cert), ("key", settings.tls_key)):

@@ -43,6 +43,8 @@ class NodeEntry:
     external_address: str | None = None
     # host:port of the node's Kafka listener (docs/KAFKA.md), if it serves one.
     kafka_address: str | None = None
+    # host:port of its external Kafka listener (a Kubernetes NodePort), if it serves one.
+    kafka_external_address: str | None = None
 
     def address_for(self, listener: str) -> str:
         """The address of the given listener ("internal" or "external"), internal if none."""
@@ -287,6 +289,8 @@ def _node_json(node: NodeEntry) -> dict[str, str]:
         doc["external_address"] = node.external_address
     if node.kafka_address:
         doc["kafka_address"] = node.kafka_address
+    if node.kafka_external_address:
+        doc["kafka_external_address"] = node.kafka_external_address
     return doc
 
 
@@ -331,9 +335,19 @@ def parse_routing(doc: object) -> RoutingTable:
             kafka is None or (isinstance(kafka, str) and _is_host_port(kafka)),
             f"node {node_id!r}: 'kafka_address' must be host:port",
         )
+        kafka_external = entry.get("kafka_external_address")
+        _require(
+            kafka_external is None
+            or (isinstance(kafka_external, str) and _is_host_port(kafka_external)),
+            f"node {node_id!r}: 'kafka_external_address' must be host:port",
+        )
         nodes.append(
             NodeEntry(
-                node_id, address.rstrip("/"), external.rstrip("/") if external else None, kafka
+                node_id,
+                address.rstrip("/"),
+                external.rstrip("/") if external else None,
+                kafka,
+                kafka_external,
             )
         )
     ids = [n.id for n in nodes]

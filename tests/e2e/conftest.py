@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from e2e_support import (
     CLIENT_POD,
     NAMESPACE,
@@ -67,9 +68,19 @@ def operator_release(kind_cluster: KindCluster) -> Iterator[str]:
     kind_cluster.run_helm("uninstall", RELEASE, "--namespace", OPERATOR_NAMESPACE, check=False)
 
 
+def kind_subnet(cluster: KindCluster) -> str:
+    """The IPv4 subnet of the docker network the kind nodes are on."""
+    got = cluster.docker("network", "inspect", "kind", "-f", "{{json .IPAM.Config}}")
+    subnets = [c["Subnet"] for c in json.loads(got) if ":" not in c.get("Subnet", ":")]
+    assert subnets, f"no IPv4 subnet on the docker network 'kind': {got}"
+    return str(subnets[0])
+
+
 @pytest.fixture(scope="session")
 def shop(kind_cluster: KindCluster, operator_release: str) -> Shop:
-    """examples/messagestore.yaml applied unchanged in its namespace, plus a client pod."""
+    """examples/messagestore.yaml applied in its namespace, plus a client pod. One addition, as
+    scripts/kind-up.sh makes it: the NetworkPolicy (enforced here) admits the kind network,
+    from whose addresses the host's NodePort traffic reaches the pods."""
     cluster = kind_cluster
     cluster.run_kubectl("create", "namespace", NAMESPACE)
     # Pod Security "restricted" enforced: every pod msgstore creates here must comply.
@@ -83,9 +94,9 @@ def shop(kind_cluster: KindCluster, operator_release: str) -> Shop:
         ),
         "the namespace's default ServiceAccount",
     )
-    cluster.run_kubectl(
-        "-n", NAMESPACE, "apply", "-f", str(REPO / "examples" / "messagestore.yaml")
-    )
+    store = yaml.safe_load((REPO / "examples" / "messagestore.yaml").read_text())
+    store["spec"]["networkPolicy"] = {"ingressFrom": [{"ipBlock": {"cidr": kind_subnet(cluster)}}]}
+    cluster.run_kubectl("-n", NAMESPACE, "apply", "-f", "-", input=json.dumps(store))
     shop = Shop(cluster, NAMESPACE, STORE)
     started = time.monotonic()
     shop.wait_credentials()

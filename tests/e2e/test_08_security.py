@@ -1,8 +1,8 @@
 """Security on the real cluster: the NetworkPolicy the operator made, certificates rotated
 under load, and a status that names why a store cannot run.
 
-The CNI of the kind cluster here (mini-kindnet, see docs/KIND.md) does not enforce
-NetworkPolicy, so the policy's content is checked rather than a refused connection.
+The cluster enforces NetworkPolicy (kube-network-policies, see docs/KIND.md): refused and
+admitted connections are tested in test_11_network_policy.py; here the policy's content.
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ def test_the_nodes_network_policy_admits_only_clients_nodes_and_the_operator(sho
     node_labels = shop.node_pods()[0]["metadata"]["labels"]
     assert all(node_labels.get(k) == v for k, v in policy["podSelector"]["matchLabels"].items())
     assert policy["policyTypes"] == ["Ingress"]
-    (rule,) = policy["ingress"]
-    assert rule["ports"] == [{"protocol": "TCP", "port": 8080}]
+    rule, external = policy["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 8080}, {"protocol": "TCP", "port": 9092}]
+    # the external Kafka listener's port: from anywhere (NodePort clients)
+    assert external == {"ports": [{"protocol": "TCP", "port": 9094}]}
     selectors = [p.get("podSelector", {}).get("matchLabels") for p in rule["from"]]
     assert {"msgstore.io/client": "orders"} in selectors
     assert any(s and s.get("app.kubernetes.io/component") == "node" for s in selectors)

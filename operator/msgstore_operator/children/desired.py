@@ -76,9 +76,9 @@ def external_children(
     objects: list[dict[str, Any]] = []
     absent: list[ChildRef] = []
     for ordinal in range(max(replicas, known)):
-        port = spec.external.node_port(ordinal)
-        if ordinal < replicas and port is not None:
-            objects.append(build_external_service(owner, spec, ordinal, port))
+        port, kafka = spec.external.node_port(ordinal), spec.kafka_node_port(ordinal)
+        if ordinal < replicas and (port is not None or kafka is not None):
+            objects.append(build_external_service(owner, spec, ordinal, port, kafka))
         else:
             absent.append(
                 ChildRef("v1", "Service", naming.external_service_name(owner.name, ordinal))

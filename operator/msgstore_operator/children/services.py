@@ -13,6 +13,16 @@ def _port(spec: StoreSpec) -> dict[str, Any]:
     return {"name": "http", "port": spec.port, "targetPort": "http", "protocol": "TCP"}
 
 
+def _ports(spec: StoreSpec) -> list[dict[str, Any]]:
+    """HTTP, and Kafka when its listener is on (bootstrap at the client Service, brokers at
+    their per-pod names through the headless one)."""
+    ports = [_port(spec)]
+    if spec.kafka.enabled:
+        port = spec.kafka.port
+        ports.append({"name": "kafka", "port": port, "targetPort": "kafka", "protocol": "TCP"})
+    return ports
+
+
 def build_headless_service(owner: Owner, spec: StoreSpec) -> dict[str, Any]:
     """Gives each pod the DNS name used in the routing table, ready or not (a node must be
     reachable by its peers and clients while it recovers, to answer 503 rather than vanish)."""
@@ -24,7 +34,7 @@ def build_headless_service(owner: Owner, spec: StoreSpec) -> dict[str, Any]:
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
             "selector": naming.selector_labels(owner.name),
-            "ports": [_port(spec)],
+            "ports": _ports(spec),
         },
     }
 
@@ -38,16 +48,31 @@ def build_client_service(owner: Owner, spec: StoreSpec) -> dict[str, Any]:
         "spec": {
             "type": "ClusterIP",
             "selector": naming.selector_labels(owner.name),
-            "ports": [_port(spec)],
+            "ports": _ports(spec),
         },
     }
 
 
 def build_external_service(
-    owner: Owner, spec: StoreSpec, ordinal: int, port: int
+    owner: Owner, spec: StoreSpec, ordinal: int, port: int | None, kafka_port: int | None = None
 ) -> dict[str, Any]:
-    """One node's NodePort: outside clients reach exactly that node (the routing table lists
-    it as the node's ``external_address``), as Kafka's external listeners do per broker."""
+    """One node's NodePorts: outside clients reach exactly that node (the routing table lists
+    them as the node's ``external_address`` and ``kafka_external_address``), as Kafka's
+    external listeners do per broker. ``port``: the HTTP NodePort, ``kafka_port``: the one of
+    the external Kafka listener (either may be None)."""
+    ports: list[dict[str, Any]] = []
+    if port is not None:
+        ports.append({**_port(spec), "nodePort": port})
+    if kafka_port is not None:
+        ports.append(
+            {
+                "name": "kafka-external",
+                "port": spec.kafka.external_port,
+                "targetPort": "kafka-external",
+                "protocol": "TCP",
+                "nodePort": kafka_port,
+            }
+        )
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -60,6 +85,6 @@ def build_external_service(
                 **naming.selector_labels(owner.name),
                 "statefulset.kubernetes.io/pod-name": naming.pod_name(owner.name, ordinal),
             },
-            "ports": [{**_port(spec), "nodePort": port}],
+            "ports": ports,
         },
     }

@@ -33,6 +33,12 @@ def _env(
             "value": f"{spec.scheme}://{host}.svc.{domain}:{spec.port}",
         },
     ]
+    if spec.kafka.enabled:
+        # Kafka clients in the cluster reach each broker at its per-pod DNS name; the
+        # external listener advertises the routing table's kafka_external_address.
+        env.append(
+            {"name": "MSGSTORE_KAFKA_ADVERTISE", "value": f"{host}.svc.{domain}:{spec.kafka.port}"}
+        )
     if spec.tls.enabled:
         if spec.tls.issuer_ref is None:  # the operator's per-node certificates
             cert = f"{naming.TLS_DIR}/$(MSGSTORE_NODE_ID).crt"
@@ -55,6 +61,22 @@ def _env(
             }
         )
     return env
+
+
+def container_ports(spec: StoreSpec) -> list[dict[str, Any]]:
+    """HTTP, and the Kafka listeners when on (the external one only with its NodePorts)."""
+    ports = [{"name": "http", "containerPort": spec.port, "protocol": "TCP"}]
+    if spec.kafka.enabled:
+        ports.append({"name": "kafka", "containerPort": spec.kafka.port, "protocol": "TCP"})
+        if spec.kafka_node_port(0) is not None:
+            ports.append(
+                {
+                    "name": "kafka-external",
+                    "containerPort": spec.kafka.external_port,
+                    "protocol": "TCP",
+                }
+            )
+    return ports
 
 
 def _env_from(owner: Owner, spec: StoreSpec) -> list[dict[str, Any]]:
@@ -101,7 +123,7 @@ def _container(
         "command": ["msgstore", "serve"],
         "envFrom": _env_from(owner, spec),
         "env": _env(owner, spec, token_secret, domain),
-        "ports": [{"name": "http", "containerPort": spec.port, "protocol": "TCP"}],
+        "ports": container_ports(spec),
         # Recovery after a crash can take a while: the startup probe gives it up to 10
         # minutes before liveness applies; readiness turns true once recovery finished.
         "startupProbe": _probe("/healthz", 5, 120, spec.scheme),

@@ -76,7 +76,7 @@ def _coordinator(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]
             "node_id": -1, "host": "", "port": -1,
         }  # fmt: skip
     node_id = groups_of(ctx.node).coordinator_node(key)
-    for broker in ctx.node.brokers():
+    for broker in ctx.node.brokers(ctx.listener):
         if broker.node_id == node_id:
             return {
                 "error_code": KafkaError.none, "error_message": None,

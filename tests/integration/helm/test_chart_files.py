@@ -112,10 +112,11 @@ def test_kind_config_has_one_control_plane_two_workers_and_the_client_ports():
     node_port = service["spec"]["ports"][0]["nodePort"]
     store = yaml.safe_load((REPO / "examples" / "messagestore.yaml").read_text())
     external = store["spec"]["external"]
-    # The client Service's port, then one per node of the sample store (and one to scale to).
-    wanted = [node_port] + [
-        external["nodePortBase"] + i for i in range(store["spec"]["replicas"] + 1)
-    ]
+    # The client Service's port, then one per node of the sample store (and one to scale to),
+    # then the same for the nodes' external Kafka listeners.
+    nodes = range(store["spec"]["replicas"] + 1)
+    wanted = [node_port] + [external["nodePortBase"] + i for i in nodes]
+    wanted += [external["kafkaNodePortBase"] + i for i in nodes]
     assert [(m["containerPort"], m["hostPort"], m["listenAddress"]) for m in mappings] == [
         (port, port, "127.0.0.1") for port in wanted
     ]

@@ -61,7 +61,10 @@ def test_statefulset_defaults():
     https = {"port": "http", "scheme": "HTTPS"}
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", **https}
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", **https}
-    assert c["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
+    assert c["ports"] == [
+        {"name": "http", "containerPort": 8080, "protocol": "TCP"},
+        {"name": "kafka", "containerPort": 9092, "protocol": "TCP"},
+    ]
     assert c["envFrom"] == [{"configMapRef": {"name": "demo-config"}}]
     env = env_of(sts)
     assert env["MSGSTORE_NODE_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"

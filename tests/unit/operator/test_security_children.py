@@ -142,7 +142,7 @@ def test_network_policy_lets_in_clients_nodes_operator_and_extra_peers():
     assert s["podSelector"]["matchLabels"] == naming.selector_labels("demo")
     assert s["policyTypes"] == ["Ingress"]
     (rule,) = s["ingress"]
-    assert rule["ports"] == [{"protocol": "TCP", "port": 9000}]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 9000}, {"protocol": "TCP", "port": 9092}]
     peers = rule["from"]
     assert peers[0] == {"podSelector": {"matchLabels": {"msgstore.io/client": "demo"}}}
     assert peers[1] == {"podSelector": {"matchLabels": naming.selector_labels("demo")}}
