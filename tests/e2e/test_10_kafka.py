@@ -77,8 +77,17 @@ def kcat_pod(shop: Shop) -> Iterator[str]:
     manifest = kcat_pod_manifest(shop, KCAT_POD, labels, image)
     shop.kubectl("apply", "-f", "-", input=json.dumps(manifest))
     shop.kubectl("wait", "--for=condition=Ready", f"pod/{KCAT_POD}", "--timeout=180s", timeout=200)
-    shop.kubectl(
-        "exec", shop.client, "--", "msgstore", "topic", "create", TOPIC, "--partitions", "6"
+    # an operator-managed store's topics are declared in its spec (the nodes' routing table
+    # is the operator's ConfigMap): add the topic there and wait until every node serves it
+    patch = [{"op": "add", "path": "/spec/topics/-", "value": {"name": TOPIC, "partitions": 6}}]
+    shop.kubectl("patch", "messagestore", shop.store, "--type=json", "-p", json.dumps(patch))
+    shop.cluster.wait_until(
+        lambda: (lambda t: t if t and all(TOPIC in d["topics"] for d in t.values()) else None)(
+            shop.workload("cluster")
+        ),
+        f"every node serving topic {TOPIC}",
+        180,
+        2,
     )
     yield KCAT_POD
     shop.kubectl("delete", "pod", KCAT_POD, "--wait=false", check=False)

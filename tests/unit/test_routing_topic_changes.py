@@ -97,3 +97,28 @@ def test_topic_changes_of_a_replicated_table_keep_its_logs() -> None:
         assert (after.replication_factor, after.min_in_sync) == (3, 2)
         again = parse_routing(after.to_json())
         assert again.logs == table.logs and again.replication_factor == 3
+
+
+def test_a_node_refuses_topic_changes_of_a_read_only_operator_table(tmp_path) -> None:
+    """On Kubernetes the table is the operator's ConfigMap, mounted read-only: a topic create
+    sent to a node is refused with the place to declare it (409), not a 500 from the mount,
+    and nothing (no lock file) is written beside the table."""
+    import os
+    import stat
+
+    from storage_node.server.routing_state import RoutingState, write_routing_file
+
+    doc = _table().to_json()
+    doc["managed_by"] = "operator"
+    folder = tmp_path / "routing"
+    folder.mkdir()
+    path = folder / "routing.json"
+    write_routing_file(path, parse_routing(doc))
+    os.chmod(folder, stat.S_IRUSR | stat.S_IXUSR)  # as a read-only mount
+    try:
+        state = RoutingState("node-0", "http://127.0.0.1:1", str(path), dict)
+        with pytest.raises(TopicConflict, match="managed by the operator; declare 't' there"):
+            state.add_topic(TopicConfig("t", 3, "lz4", 24.0))
+        assert sorted(p.name for p in folder.iterdir()) == ["routing.json"]
+    finally:
+        os.chmod(folder, stat.S_IRWXU)
