@@ -9,6 +9,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
+from cryptography import x509
 
 from storage_node.access.authorizer import ANONYMOUS, Authorizer
 from storage_node.errors import DiskFull, MsgStoreError
@@ -94,11 +95,19 @@ def access_middleware(authorizer: Authorizer) -> Callable[..., Awaitable[web.Str
         if authorizer.required:
             header = request.headers.get("Authorization", "")
             scheme, _, given = header.partition(" ")
-            if scheme.lower() != "bearer" or not given.strip():
+            subject = client_subject(request) if not header else None
+            if subject is not None:
+                # no token, but a client certificate the TLS handshake verified against the
+                # store's CA bundle: a user whose ``tls_subject`` it is (MessageStoreUser tls)
+                who = authorizer.authenticate_subject(subject)
+                if who is None:
+                    return _unauthenticated(f"no user has the certificate subject {subject!r}")
+            elif scheme.lower() != "bearer" or not given.strip():
                 return _unauthenticated("missing 'Authorization: Bearer <token>' header")
-            who = authorizer.authenticate(given.strip())
-            if who is None:
-                return _unauthenticated("the bearer token is not valid")
+            else:
+                who = authorizer.authenticate(given.strip())
+                if who is None:
+                    return _unauthenticated("the bearer token is not valid")
         else:
             who = ANONYMOUS
         request[PRINCIPAL] = who
@@ -110,6 +119,18 @@ def access_middleware(authorizer: Authorizer) -> Callable[..., Awaitable[web.Str
         return await handler(request)
 
     return middleware
+
+
+def client_subject(request: web.Request) -> str | None:
+    """The RFC 4514 subject of the client certificate this connection's TLS handshake
+    verified (the node asks for one only when it has a CA bundle), or None."""
+    if request.transport is None:
+        return None
+    ssl_object = request.transport.get_extra_info("ssl_object")
+    der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+    if not der:
+        return None
+    return x509.load_der_x509_certificate(der).subject.rfc4514_string()
 
 
 def _unauthenticated(message: str) -> web.Response:

@@ -268,3 +268,44 @@ def test_ca_rotation_under_two_producers_restarts_nothing_and_loses_nothing(tmp_
         assert resp.status_code == 200, resp.text
     finally:
         c.down()
+
+
+def test_a_user_known_by_its_certificate_subject_gets_its_rules_without_a_token(cluster, tmp_path):
+    """A ``tls`` user (MessageStoreUser authentication ``tls``): no token, its client
+    certificate from the store's CA names it; it may read what its rules allow, nothing
+    else, and a certificate whose subject no user has proves no one."""
+    from storage_node.access.access_file import edit_access_file
+    from storage_node.access.document import AclRule, Operation, Pattern, ResourceType, User
+
+    store_ca = tls.CertKey(
+        Path(cluster.ca_file).read_bytes(), (Path(cluster.tls_dir) / "ca.key").read_bytes()
+    )
+    bob = pair_files(tmp_path, "bob", tls.issue_client_cert(store_ca, "bob"))
+    eve = pair_files(tmp_path, "eve", tls.issue_client_cert(store_ca, "eve"))
+    read_m = AclRule("bob", Operation.READ, ResourceType.TOPIC, Pattern.LITERAL, "m")
+    edit_access_file(
+        cluster.access_file,
+        lambda doc: doc.with_user(User("bob", tls_subject="CN=bob")).with_rule(read_m),
+    )
+    address = cluster.addresses[0]
+    url = address + "/v1/topics/m/keys/k1"
+
+    def get(cert: tuple[str, str], target: str = url) -> requests.Response:
+        return requests.get(target, verify=cluster.ca_file, cert=cert, timeout=30)
+
+    deadline = time.monotonic() + 60
+    while get(bob).status_code != 200 and time.monotonic() < deadline:
+        time.sleep(0.2)  # the node re-reads the access file within a second
+    found = get(bob)
+    assert found.status_code == 200, found.text
+    assert [m["value"] for m in found.json()["messages"]] == ["1"]
+    refused = requests.post(
+        address + "/v1/topics/m/messages",
+        json={"messages": [{"key": "x", "value": "y"}]},
+        verify=cluster.ca_file,
+        cert=bob,
+        timeout=30,
+    )
+    assert refused.status_code == 403, refused.text
+    stranger = get(eve)
+    assert stranger.status_code == 401 and "CN=eve" in stranger.json()["error"]["message"]
