@@ -88,6 +88,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     n.ok("POST", f"/v1/topics/{TOPIC}/messages", batch)
     n.ok("POST", "/v1/topics/other/messages", {"messages": [{"value": "secret", "key": "k"}]})
     n.ok("POST", "/v1/consumer-groups/g-1/offsets", {"topic": TOPIC, "partition": 0, "offset": 1})
+    n.ok("POST", "/v1/consumer-groups/g-del/offsets", {"topic": TOPIC, "partition": 0, "offset": 1})
     yield n
     proc.stop()
 
@@ -124,6 +125,12 @@ ROWS = [
         "GET",
         "/v1/consumer-groups/g-1/offsets",
         (("read", "group", "g-1"), ("read", "topic", TOPIC)),
+        params={"topic": TOPIC},
+    ),
+    Row(
+        "DELETE",
+        "/v1/consumer-groups/g-del/offsets",
+        (("delete", "group", "g-del"), ("read", "topic", TOPIC)),
         params={"topic": TOPIC},
     ),
 ]  # fmt: skip
