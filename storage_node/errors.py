@@ -66,6 +66,11 @@ class TopicConflict(MsgStoreError):
     status = 409
 
 
+class TopicsManaged(TopicConflict):
+    """The cluster's topics are declared elsewhere (the operator's MessageStore spec), so a
+    node refuses to create, grow or delete one (a 409 as before; Kafka: POLICY_VIOLATION)."""
+
+
 class DuplicateMessageId(MsgStoreError):
     """A producer-supplied message ID is already taken on this node (or twice in a batch)."""
 

@@ -23,6 +23,7 @@ from storage_node.errors import (
     NotOwner,
     OffsetOutOfRange,
     TopicConflict,
+    TopicsManaged,
     Unavailable,
     UnknownTopic,
 )
@@ -39,6 +40,7 @@ _CODES: tuple[tuple[type[MsgStoreError], ErrorCode], ...] = (
     (InvalidBatch, ErrorCode.invalid_record),
     (DuplicateMessageId, ErrorCode.invalid_record),
     (InvalidArgument, ErrorCode.invalid_request),
+    (TopicsManaged, ErrorCode.policy_violation),  # declared in the MessageStore spec
     (TopicConflict, ErrorCode.topic_already_exists),
     (NotEnoughReplicas, ErrorCode.not_enough_replicas),
     (DiskFull, ErrorCode.kafka_storage_error),

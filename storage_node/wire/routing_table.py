@@ -14,7 +14,7 @@ import copy
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from storage_node.errors import InvalidArgument, InvalidName, TopicConflict
+from storage_node.errors import InvalidArgument, InvalidName, TopicConflict, TopicsManaged
 from storage_node.formats.names import is_valid_name
 
 if TYPE_CHECKING:
@@ -216,7 +216,7 @@ class RoutingTable:
         """Refuse (TopicConflict) a topic change unless the table's topics are managed by the
         nodes of a ``local`` cluster; ``what`` is the change, as in "declare 'x'"."""
         if self.managed_by != "local":
-            raise TopicConflict(
+            raise TopicsManaged(
                 f"topics of this cluster are managed by the {self.managed_by}; {what} there"
             )
 
