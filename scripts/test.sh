@@ -8,7 +8,8 @@
 #            whole at the end.
 #   rest     every other test, on this terminal, started once the lint is done.
 # The cluster process starts first, so its builds (Docker engine, kind node image, images)
-# overlap the lint and the other tests; Kafka's jars (Maven) are fetched during the lint.
+# overlap the lint and the other tests; Kafka's jars and Spark's Kafka source (Maven) are
+# fetched during the lint.
 # The exit status is 0 only when the lint and both processes passed.
 #
 # Usage: scripts/test.sh [PYTEST_ARGS...]   (extra arguments go to both pytest processes)
@@ -39,7 +40,7 @@ cluster_pid=$!
 echo "[test] cluster tests (-m '$CLUSTER_TESTS') started in a second pytest process;" \
   "follow them with: tail -f $OUT/cluster.log" >&2
 
-bash scripts/kafka-jars.sh >"$OUT/kafka-jars.log" 2>&1 &
+{ bash scripts/kafka-jars.sh && bash scripts/spark-kafka-jars.sh; } >"$OUT/kafka-jars.log" 2>&1 &
 jars_pid=$!
 
 lint=0
@@ -48,7 +49,7 @@ lint=0
 "$PY" -m mypy || lint=1
 echo "[test] lint done after $(elapsed)" >&2
 if ! wait "$jars_pid"; then
-  echo "[test] scripts/kafka-jars.sh failed (the Java client tests say why):" >&2
+  echo "[test] scripts/kafka-jars.sh or spark-kafka-jars.sh failed (the Java client tests say why):" >&2
   tail -n 20 "$OUT/kafka-jars.log" >&2
 fi
 
