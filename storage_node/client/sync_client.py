@@ -97,6 +97,11 @@ class Client(ClientBase[Consumer]):
         )
 
     # -- cluster and topics -------------------------------------------------------------
+    def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        """GET a JSON document from any node (the next one when one does not answer): the
+        cluster-wide routes (``/v1/consumer-groups``, ...) with their ``unreachable_nodes``."""
+        return self._run(self.core.any_node("GET", path, params=params))
+
     def refresh_routing(self) -> dict[str, Any]:
         return self._run(self.core.refresh_routing())
 

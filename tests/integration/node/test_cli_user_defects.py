@@ -295,6 +295,7 @@ def test_both_clients_offer_the_same_operations(cluster):
             assert failures == [] and len(results) == 2
             return {
                 "groups": await client.list_groups(),
+                "group_list": await client.get("/v1/consumer-groups"),
                 "files": await client.files(),
                 "compact": await client.compact(),
                 "all": [m async for m in client.read_all("items", 0)],
@@ -304,6 +305,7 @@ def test_both_clients_offer_the_same_operations(cluster):
     got = asyncio.run(use())
     with Client(cluster["endpoint"]) as client:
         assert got["groups"] == client.list_groups() == ["g1"]
+        assert got["group_list"] == client.get("/v1/consumer-groups")
         assert set(got["files"]) == set(client.files()) == {"node-0", "node-1"}
         assert set(got["compact"]) == {"node-0", "node-1"}
         assert got["all"] == list(client.read_all("items", 0))
