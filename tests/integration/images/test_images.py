@@ -79,7 +79,7 @@ def test_unknown_target_is_refused_before_anything_runs(tmp_path):
         cwd=tmp_path,
     )
     assert proc.returncode != 0, show(proc)
-    assert "unknown target 'nodes' (expected node, spark or all)" in proc.stderr, show(proc)
+    assert "unknown target 'nodes' (expected node, spark, all or kcat)" in proc.stderr, show(proc)
     assert proc.stdout == "" and not cache.exists(), show(proc)
 
 
