@@ -52,11 +52,11 @@ def encode_page(page: ReadBatch) -> bytes:
         int(page.offsets[0]),
         page.offsets,
         page.timestamps,
-        page.keys.to_list(),
-        page.values.to_list(),
-        page.tags.to_list(),
-        page.msg_ids.to_list(),
-        None if page.headers is None else page.header_lists(),
+        page.keys,
+        page.values,
+        page.tags,
+        page.msg_ids,
+        page.headers,
     )
 
 

@@ -1,10 +1,11 @@
-"""Kafka record batches (v2, "magic 2") in and out, with aiokafka's compiled (Cython) codec.
+"""Kafka record batches (v2, "magic 2") in and out.
 
-In: the one batch a Produce request carries for a partition is checked (size, magic, CRC,
-not transactional) and read record by record by the compiled reader, which also
-decompresses gzip/snappy/lz4/zstd (through cramjam); keys, values and born timestamps become
-the store's packed columns. Out: the rows of a columnar read become one uncompressed batch
-built by the compiled builder, with the message's tag and ID as headers.
+In: the one batch a Produce request carries for a partition is checked (size, magic, CRC-32C,
+not transactional), decompressed when it is (gzip/snappy/lz4/zstd, aiokafka's codec over
+cramjam) and its records read by the compiled record codec (``record_codec.pyx``) straight
+into the store's packed columns: keys, values, born timestamps and headers. Out: the rows of
+a columnar read become one uncompressed batch, its records written by the same codec from
+the read's columns, with the message's ID and tag as headers.
 
 Data model (docs/KAFKA.md): Kafka key = msgstore key (UTF-8 text: a key that is not is
 refused as INVALID_RECORD), timestamp = born time, value byte for byte (a null value is
@@ -17,19 +18,30 @@ message's ID and tag as those two headers, after its own headers.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from aiokafka.record._crecords import DefaultRecordBatch, DefaultRecordBatchBuilder
+from aiokafka import codec as compression
+from crc32c import crc32c
 
 from storage_node.errors import InvalidBatch
-from storage_node.formats.headers import Headers
-from storage_node.formats.packed import PackedBatch, PackedColumn, headers_column
+from storage_node.formats.packed import PackedBatch, PackedColumn, filled
+from storage_node.kafka.record_codec import HeadersTooLong, decode_records, encode_records
 
 TAG_HEADER = "msgstore.tag"
 MSG_ID_HEADER = "msgstore.msg_id"
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte v2 batch header
 HEADER_SIZE = _HEADER.size
+_CRC_AT = 17  # the CRC field's place in the header
+_CRC_FROM = 21  # the CRC covers the batch from its attributes on
+_TAG_NAME = TAG_HEADER.encode()
+_DECOMPRESS: dict[int, Callable[[bytes], bytes]] = {
+    1: compression.gzip_decode,
+    2: compression.snappy_decode,
+    3: compression.lz4_decode,
+    4: compression.zstd_decode,
+}
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
 
@@ -67,10 +79,10 @@ def decode_batch(data: bytes | memoryview) -> IncomingBatch:
         length,
         _leader_epoch,
         magic,
-        _crc,
+        crc,
         attributes,
         _last_delta,
-        _first_ts,
+        first_ts,
         max_ts,
         producer_id,
         producer_epoch,
@@ -88,63 +100,106 @@ def decode_batch(data: bytes | memoryview) -> IncomingBatch:
         raise UnsupportedBatch("transactional and control batches are not supported")
     if count <= 0:
         raise CorruptBatch(f"a batch of {count} records")
-    batch = DefaultRecordBatch(data)
-    if not batch.validate_crc():
+    if crc32c(memoryview(data)[_CRC_FROM:]) != crc & 0xFFFFFFFF:
         raise CorruptBatch("the batch's CRC-32C does not match its bytes")
+    codec = attributes & 0x07
+    records: bytes | memoryview = memoryview(data)[HEADER_SIZE:]
+    if codec:
+        decompress = _DECOMPRESS.get(codec)
+        if decompress is None:
+            raise CorruptBatch(f"unknown compression codec {codec}")
+        try:
+            records = decompress(bytes(records))
+        except Exception as exc:  # noqa: BLE001 - each codec raises its own errors
+            raise CorruptBatch(f"the records do not decompress: {exc}") from None
     try:
-        records = list(batch)  # compiled: decompresses and reads every record
-    except Exception as exc:  # noqa: BLE001 - the codec's errors for bad bytes vary
+        keys, key_lens, values, value_lens, deltas, headers, header_lens, special = decode_records(
+            records, count
+        )
+    except HeadersTooLong as exc:
+        raise InvalidBatch(str(exc)) from None
+    except ValueError as exc:  # the codec says which record and what
         raise CorruptBatch(f"the records do not parse: {exc}") from None
-    if len(records) != count:
-        raise CorruptBatch(f"the batch says {count} records and holds {len(records)}")
-    keys = [r.key for r in records]
-    values = [r.value if r.value is not None else b"" for r in records]
-    timestamps = np.fromiter((r.timestamp for r in records), np.int64, len(records))
-    tags: list[str | None] = [None] * len(records)
-    ids: list[str | None] = [None] * len(records)
-    kept: list[list[tuple[str, bytes | None]]] = [[] for _ in records]
-    for i, r in enumerate(records):
-        if r.headers:
-            for name, value in r.headers:
-                if name == TAG_HEADER and value is not None:
-                    tags[i] = value.decode("utf-8", "replace")
-                elif name == MSG_ID_HEADER and value is not None:
-                    ids[i] = value.decode("utf-8", "replace")
-                else:
-                    kept[i].append((name, value))
+    tags, ids = _special_columns(count, special)
     packed = PackedBatch(
-        values=PackedColumn.of_bytes(values),
-        keys=PackedColumn.of_bytes(keys),
-        tags=PackedColumn.of_text(tags, "tag"),
-        msg_ids=PackedColumn.of_text(ids, "message ID"),
-        timestamps=timestamps,
-        headers=headers_column(kept),
+        values=PackedColumn(values, value_lens),
+        keys=PackedColumn(keys, key_lens),
+        tags=tags,
+        msg_ids=ids,
+        timestamps=deltas + first_ts,
+        headers=None
+        if headers is None or header_lens is None
+        else PackedColumn(headers, header_lens),
     )
     return IncomingBatch(packed, producer_id, producer_epoch, base_sequence, max_ts)
+
+
+def _special_columns(
+    count: int, special: list[tuple[int, bytes, bytes]]
+) -> tuple[PackedColumn, PackedColumn]:
+    """The tag and message-ID columns the ``msgstore.*`` headers give (a later header of a
+    record wins); both absent in the usual batch, which has none."""
+    if not special:
+        return PackedColumn.empty(count), PackedColumn.empty(count)
+    tags: list[str | None] = [None] * count
+    ids: list[str | None] = [None] * count
+    for row, name, value in special:
+        column = tags if name == _TAG_NAME else ids
+        column[row] = value.decode("utf-8", "replace")
+    return PackedColumn.of_text(tags, "tag"), PackedColumn.of_text(ids, "message ID")
 
 
 def encode_batch(
     base_offset: int,
     offsets: np.ndarray,
     timestamps: np.ndarray,
-    keys: list[bytes | None],
-    values: list[bytes | None],
-    tags: list[bytes | None],
-    msg_ids: list[bytes | None],
-    stored: list[Headers] | None = None,
+    keys: PackedColumn,
+    values: PackedColumn,
+    tags: PackedColumn,
+    msg_ids: PackedColumn,
+    headers: PackedColumn | None = None,
 ) -> bytes:
-    """One uncompressed v2 batch of these records (offsets absolute, ascending); each
-    record's ``stored`` headers first, then its message ID and tag."""
-    builder = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 2**31 - 1)
-    deltas = (offsets - base_offset).tolist()
-    own = stored if stored is not None else [()] * len(deltas)
-    for delta, ts, key, value, tag, msg_id, kept in zip(
-        deltas, timestamps.tolist(), keys, values, tags, msg_ids, own, strict=True
-    ):
-        headers: list[tuple[str, bytes | None]] = [*kept, (MSG_ID_HEADER, msg_id)]
-        if tag is not None:
-            headers.append((TAG_HEADER, tag))
-        builder.append(delta, ts, key, value, headers)
-    out = builder.build()
-    struct.pack_into(">q", out, 0, base_offset)  # outside the CRC, which starts at attributes
-    return bytes(out)
+    """One uncompressed v2 batch of these rows (offsets absolute, ascending, the first one
+    ``base_offset``); each record's stored headers first, then its message ID and tag."""
+    n = len(offsets)
+    first_ts = int(timestamps[0])
+    no_headers = filled(n, -1)
+    body = encode_records(
+        np.ascontiguousarray(offsets - base_offset, dtype=np.int64),
+        np.ascontiguousarray(timestamps - first_ts, dtype=np.int64),
+        keys.blob,
+        _lens(keys),
+        values.blob,
+        _lens(values),
+        msg_ids.blob,
+        _lens(msg_ids),
+        tags.blob,
+        _lens(tags),
+        b"" if headers is None else headers.blob,
+        no_headers if headers is None else _lens(headers),
+    )
+    head = bytearray(HEADER_SIZE)
+    _HEADER.pack_into(
+        head,
+        0,
+        base_offset,
+        HEADER_SIZE - 12 + len(body),  # the batch length counts from the leader epoch on
+        -1,  # partition leader epoch
+        2,  # magic
+        0,  # CRC, set below
+        0,  # attributes: uncompressed, create time, not transactional
+        int(offsets[-1]) - base_offset,
+        first_ts,
+        int(timestamps.max()),
+        -1,  # producer id
+        -1,  # producer epoch
+        -1,  # base sequence
+        n,
+    )
+    crc = crc32c(body, crc32c(memoryview(head)[_CRC_FROM:]))
+    struct.pack_into(">I", head, _CRC_AT, crc)
+    return bytes(head) + body
+
+
+def _lens(column: PackedColumn) -> np.ndarray:
+    return np.ascontiguousarray(column.lens, dtype=np.int64)

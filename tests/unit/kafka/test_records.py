@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from aiokafka.record._crecords import DefaultRecordBatch, DefaultRecordBatchBuilder
 
+from storage_node.formats.packed import PackedColumn, headers_column
 from storage_node.kafka.records import (
     MSG_ID_HEADER,
     TAG_HEADER,
@@ -19,6 +20,10 @@ from storage_node.kafka.records import (
 )
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def col(items: list) -> PackedColumn:
+    return PackedColumn.of_bytes(items)
 
 
 def build(records, codec: int = 0, producer=(-1, -1, -1), transactional: int = 0) -> bytes:
@@ -50,10 +55,10 @@ def test_rows_become_one_batch_with_id_and_tag_headers():
         10,
         offsets,
         np.array([5, 6, 7], dtype=np.int64),
-        [b"a", None, b"c"],
-        [b"x", b"y", b"z"],
-        [None, b"red", None],
-        [b"id-1", b"id-2", b"id-3"],
+        col([b"a", None, b"c"]),
+        col([b"x", b"y", b"z"]),
+        col([None, b"red", None]),
+        col([b"id-1", b"id-2", b"id-3"]),
     )
     batch = DefaultRecordBatch(data)
     assert batch.validate_crc() and batch.base_offset == 10
@@ -98,11 +103,11 @@ def test_headers_are_kept_byte_exact_and_given_back_before_msgstores_own():
         0,
         np.array([0, 1], dtype=np.int64),
         np.array([5, 6], dtype=np.int64),
-        [b"k", b"k"],
-        [b"v", b"w"],
-        [b"red", None],
-        [b"id-1", b"id-2"],
-        [tuple(kept), ()],
+        col([b"k", b"k"]),
+        col([b"v", b"w"]),
+        col([b"red", None]),
+        col([b"id-1", b"id-2"]),
+        headers_column([tuple(kept), ()]),
     )
     rows = [r.headers for r in DefaultRecordBatch(data)]
     assert rows == [
