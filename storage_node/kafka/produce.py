@@ -1,7 +1,8 @@
 """Produce (key 0) and InitProducerId (key 22).
 
 Each partition's batch is checked whole (records.decode_batch), then appended through the
-partition service (the distinct partitions of one request at once), as the HTTP produce route is: the partition must be led here
+partition service, as the HTTP produce route is; the plain batches of one request that go to
+one store are appended as one batch (``append_together``). The partition must be led here
 (NOT_LEADER_OR_FOLLOWER otherwise), the store group-commits it (in ``sync`` flush mode the
 answer waits for the fsync), and acks=all (-1) also waits until the log's ``minInSync``
 replicas hold it, as a ``sync`` HTTP append does. acks=1 answers once this node stored it;
@@ -26,14 +27,26 @@ import logging
 import threading
 import time
 import weakref
+from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from storage_node.errors import InvalidArgument, MsgStoreError, NotEnoughReplicas
-from storage_node.formats.packed import filled
+from storage_node.errors import (
+    DuplicateMessageId,
+    InvalidArgument,
+    MessageTooLarge,
+    MsgStoreError,
+    NotEnoughReplicas,
+)
+from storage_node.formats.packed import filled, merge_batches
 from storage_node.kafka.errors import error_code, error_message
-from storage_node.kafka.records import CorruptBatch, UnsupportedBatch, decode_batch
+from storage_node.kafka.records import (
+    CorruptBatch,
+    IncomingBatch,
+    UnsupportedBatch,
+    decode_batch,
+)
 from storage_node.kafka.registry import Api, ApiTable, RequestContext
 
 log = logging.getLogger("msgstore.kafka")
@@ -49,29 +62,117 @@ def store_producer(producer_id: int, epoch: int, partition: int, topic: str) -> 
     return name
 
 
-async def produce_partition(
-    ctx: RequestContext, topic: str, partition: int, records: Any, acks: int
-) -> int:
-    """Append one partition's batch through the partition service; its base offset."""
+# what the store says of a batch's records before it writes any of them
+REFUSED_RECORDS = (InvalidArgument, MessageTooLarge, DuplicateMessageId)
+
+
+@dataclass
+class Produced:
+    """One partition's batch of a Produce request on its way to an answer."""
+
+    topic: str
+    partition: int
+    code: ErrorCode = ErrorCode.none
+    base: int = -1
+    message: str | None = None
+    batch: IncomingBatch | None = None
+    store: Any = None
+
+    def fail(self, exc: MsgStoreError) -> None:
+        self.code, self.message = _code(exc), error_message(exc)
+        log.info("kafka produce to %s/%s: %s", self.topic, self.partition, self.message)
+
+
+async def prepare(ctx: RequestContext, item: Produced, records: Any) -> None:
+    """Check a partition's batch and read it (nothing is stored): ``item.batch`` and the
+    store that leads the partition, or ``item``'s error."""
     service = ctx.node.partitions
-    service.check_writable()
-    cfg = await service.topic_config(topic)
-    if not 0 <= partition < cfg.partitions:
-        raise UnknownPartition(f"topic {topic!r} has no partition {partition}")
-    service.leader_store(topic, partition)  # NotLeader before the batch is even read
-    if records is None:
-        raise CorruptBatch("the partition's records are null")
-    batch = decode_batch(records)
-    packed = batch.packed
-    packed.partitions = filled(len(packed), partition)
+    try:
+        service.check_writable()
+        cfg = await service.topic_config(item.topic)
+        if not 0 <= item.partition < cfg.partitions:
+            raise UnknownPartition(f"topic {item.topic!r} has no partition {item.partition}")
+        item.store = service.leader_store(item.topic, item.partition)  # before the batch is read
+        if records is None:
+            raise CorruptBatch("the partition's records are null")
+        item.batch = decode_batch(records)
+        item.batch.packed.partitions = filled(len(item.batch), item.partition)
+    except MsgStoreError as exc:
+        item.fail(exc)
+
+
+async def append_one(ctx: RequestContext, item: Produced, acks: int) -> None:
+    """Append one prepared batch through the partition service (an idempotent producer's
+    after its sequence check)."""
+    service = ctx.node.partitions
+    batch = item.batch
+    assert batch is not None
     producer = sequence = None
-    if batch.producer_id >= 0:
-        producer = store_producer(batch.producer_id, batch.producer_epoch, partition, topic)
-        sequence = batch.base_sequence
-        store = service.leader_store(topic, partition)
-        await service.in_thread(check_sequence, store, batch, partition, topic, producer)
-    done = await service.append(topic, packed, producer, sequence, wait_replicas=acks == -1)
-    return int(done.result.offset_array[0])
+    try:
+        if batch.producer_id >= 0:
+            producer = store_producer(
+                batch.producer_id, batch.producer_epoch, item.partition, item.topic
+            )
+            sequence = batch.base_sequence
+            await service.in_thread(
+                check_sequence, item.store, batch, item.partition, item.topic, producer
+            )
+        done = await service.append(
+            item.topic, batch.packed, producer, sequence, wait_replicas=acks == -1
+        )
+        item.base = int(done.result.offset_array[0])
+    except MsgStoreError as exc:
+        item.fail(exc)
+
+
+async def append_together(ctx: RequestContext, items: list[Produced], acks: int) -> None:
+    """Append the plain (not idempotent) batches of one topic bound for one store as one
+    batch: one trip to the store's writer for the request instead of one per partition,
+    which is most of a small batch's cost. Should the store refuse the records, each
+    partition's batch goes on its own, so one partition's bad record fails only that one."""
+    if len(items) == 1:
+        await append_one(ctx, items[0], acks)
+        return
+    joined = merge_batches([i.batch.packed for i in items if i.batch is not None])
+    try:
+        done = await ctx.node.partitions.append(
+            items[0].topic, joined, None, None, wait_replicas=acks == -1
+        )
+    except REFUSED_RECORDS:  # checked before anything is written: nothing was stored
+        await asyncio.gather(*(append_one(ctx, i, acks) for i in items))
+        return
+    except MsgStoreError as exc:
+        for i in items:
+            i.fail(exc)
+        return
+    offsets = done.result.offset_array
+    at = 0
+    for i in items:
+        i.base = int(offsets[at])
+        at += len(i.batch) if i.batch is not None else 0
+
+
+async def append_all(ctx: RequestContext, items: list[Produced], acks: int) -> None:
+    """Append every prepared batch of a request. Distinct partitions are appended at once,
+    so the store writes them together; a partition named twice has its batches appended in
+    the request's order."""
+    ready = [i for i in items if i.batch is not None]
+    if len({(i.topic, i.partition) for i in ready}) != len(ready):
+        for item in ready:
+            await append_one(ctx, item, acks)
+        return
+    together: dict[tuple[str, int], list[Produced]] = {}
+    alone: list[Produced] = []
+    for item in ready:
+        assert item.batch is not None
+        if item.batch.producer_id >= 0:
+            alone.append(item)
+        else:
+            together.setdefault((item.topic, id(item.store)), []).append(item)
+    await asyncio.gather(
+        *(append_one(ctx, i, acks) for i in alone),
+        *(append_together(ctx, group, acks) for group in together.values()),
+    )
 
 
 class UnknownPartition(MsgStoreError):
@@ -170,42 +271,36 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Any:
     else:
         bad = reason = None
 
-    async def answer(topic: str, pdata: Any) -> Any:
-        code, base, message = ErrorCode.none, -1, None
-        if bad is not None:
-            code, message = bad, reason
-        elif not ctx.guard.topic(topic):  # WRITE on the topic (kafka.acl)
-            code, message = ErrorCode.topic_authorization_failed, f"may not write {topic}"
-        else:
-            try:
-                base = await produce_partition(ctx, topic, int(pdata.index), pdata.records, acks)
-            except MsgStoreError as exc:
-                code, message = _code(exc), error_message(exc)
-                log.info("kafka produce to %s/%s: %s", topic, pdata.index, message)
-        return ctx.make(
-            "PartitionProduceResponse",
-            index=pdata.index,
-            error_code=code,
-            base_offset=base,
-            log_append_time=None,
-            log_start_offset=-1,
-            record_errors=(),
-            error_message=message,
-        )
-
-    jobs = [(t.name, p) for t in request.topic_data for p in t.partition_data]
-    named = [(name, int(p.index)) for name, p in jobs]
-    if len(set(named)) == len(named):
-        # distinct partitions are appended at once, so the store group-commits them together
-        # instead of one after the other (each partition's order is its own batch's)
-        answers = list(await asyncio.gather(*(answer(name, p) for name, p in jobs)))
-    else:  # a partition named twice: its batches in the request's order
-        answers = [await answer(name, p) for name, p in jobs]
+    items: list[Produced] = []
+    for t in request.topic_data:
+        for pdata in t.partition_data:
+            item = Produced(t.name, int(pdata.index))
+            items.append(item)
+            if bad is not None:
+                item.code, item.message = bad, reason
+            elif not ctx.guard.topic(t.name):  # WRITE on the topic (kafka.acl)
+                item.code = ErrorCode.topic_authorization_failed
+                item.message = f"may not write {t.name}"
+            else:
+                await prepare(ctx, item, pdata.records)
+    await append_all(ctx, items, acks)
     topics = []
     at = 0
     for topic_data in request.topic_data:
         count = len(topic_data.partition_data)
-        parts = tuple(answers[at : at + count])
+        parts = tuple(
+            ctx.make(
+                "PartitionProduceResponse",
+                index=i.partition,
+                error_code=i.code,
+                base_offset=i.base,
+                log_append_time=None,
+                log_start_offset=-1,
+                record_errors=(),
+                error_message=i.message,
+            )
+            for i in items[at : at + count]
+        )
         at += count
         topics.append(
             ctx.make("TopicProduceResponse", name=topic_data.name, partition_responses=parts)

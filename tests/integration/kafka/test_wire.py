@@ -285,3 +285,52 @@ def test_a_request_of_many_partitions_is_answered_partition_by_partition(
         wire.close()
     assert kafka_node.offsets(topic) == [[0, 2], [0, 11], [0, 4]]
     assert kafka_node.offsets(other) == [[0, 5]]
+
+
+def test_a_bad_record_in_one_partition_of_a_request_fails_only_that_partition(
+    kafka_node: KafkaNode, request
+):
+    """Plain batches of one request are appended to the store as one batch; a record the
+    store refuses (a key that is not UTF-8, a value over the limit) sends each partition's
+    batch on its own, so the others are stored and answered with their base offsets."""
+    topic = topic_name(request)
+    kafka_node.create_topic(topic, partitions=4)
+    good = [(f"k{i}".encode(), b"v") for i in range(3)]
+    batches = {
+        0: record_batch(good),
+        1: record_batch([*good, (b"\xff\xfe", b"v")]),  # not UTF-8: INVALID_RECORD
+        2: record_batch(good),
+        3: record_batch([(b"k", b"x" * 70_000)]),  # over the node's value limit
+    }
+    wire = Wire(kafka_node.kafka_port)
+    try:
+        for _round in range(2):
+            answer = wire.call(
+                ProduceRequest(
+                    acks=1,
+                    timeout=TIMEOUT,
+                    topic_data=(
+                        TopicProduceData(
+                            name=topic,
+                            partition_data=tuple(
+                                PartitionProduceData(index=p, records=bytes(b))
+                                for p, b in batches.items()
+                            ),
+                        ),
+                    ),
+                )
+            )
+            got = {
+                p.index: (p.error_code, p.base_offset)
+                for p in answer.responses[0].partition_responses
+            }
+            base = 3 * _round
+            assert got == {
+                0: (ErrorCode.none, base),
+                1: (ErrorCode.invalid_record, -1),
+                2: (ErrorCode.none, base),
+                3: (ErrorCode.message_too_large, -1),
+            }
+    finally:
+        wire.close()
+    assert kafka_node.offsets(topic) == [[0, 6], [0, 0], [0, 6], [0, 0]]
