@@ -18,12 +18,16 @@ Prints JSON lines:
   kafka_consume        ConsumerPerformance msgs/s (its fetch.nMsg.sec: from the first record
                        to the last, so the group join is not counted on either side),
                        ratio_consume_vs_kafka (target >= 0.8), server CPU per million
+  kafka_profile        (--profile DIR) where the node's time went in the last round's produce
+                       and consume: the functions py-spy most often found running, over all
+                       the node's threads, as shares of its samples; each run's samples are
+                       in DIR/{produce,consume}-ROUND.txt (py-spy's collapsed stacks)
   kafka_produce_curve  (--partitions-curve P1,P2,...) the produce row for a topic of each
                        partition count, one round each; a count over msgstore's limit of
                        partitions per topic is reported as refused on msgstore's side
 
 Usage: python bench/kafka.py [--quick] [--rounds 3] [--messages 2000000] [--partitions 6]
-       [--partitions-curve 6,600,6000] [--skip-main] [--warmup-messages N] [--profile FILE]
+       [--partitions-curve 6,600,6000] [--skip-main] [--warmup-messages N] [--profile DIR]
 """
 
 from __future__ import annotations
@@ -189,20 +193,14 @@ def start_kafka(java: Java, workdir: Path) -> Server:
     return Server("kafka", proc, f"127.0.0.1:{port}", log)
 
 
-def start_msgstore(workdir: Path, profile: Path | None = None) -> Server:
-    """``msgstore serve --kafka-port`` with the node's defaults (lifecycle tasks off); with
-    ``profile``, under pyinstrument (its event-loop thread), the text report written there
-    when the node stops."""
+def start_msgstore(workdir: Path) -> Server:
+    """``msgstore serve --kafka-port`` with the node's defaults (lifecycle tasks off)."""
     port = free_port()
     kafka_port = free_port(taken={port})
     log = workdir / "msgstore.log"
     env = {**os.environ, "MSGSTORE_LIFECYCLE_INTERVAL_S": "0"}
-    profiler = []
-    if profile is not None:
-        profiler = ["-m", "pyinstrument", "-r", "text", "-p", "flat=true", "-o", str(profile)]
     argv = [
         sys.executable,
-        *profiler,
         "-m",
         "storage_node.cli",
         "serve",
@@ -303,11 +301,43 @@ def consume(java: Java, server: Server, topic: str, messages: int) -> float:
     return float(row["fetch.nMsg.sec"])
 
 
-def measured(server: Server, messages: int, run: Callable[[], float]) -> tuple[float, float]:
-    """(msgs/s, server CPU seconds per million messages) of one tool run."""
+def measured(
+    server: Server, messages: int, run: Callable[[], float], profile: Path | None = None
+) -> tuple[float, float]:
+    """(msgs/s, server CPU seconds per million messages) of one tool run; with ``profile``,
+    py-spy samples the server's threads meanwhile (100 Hz, without stopping it) into that
+    file."""
+    spy = None
+    if profile is not None:
+        argv = ["record", "-p", str(server.proc.pid), "-f", "raw", "-r", "100", "--nonblocking"]
+        spy = subprocess.Popen(
+            [str(Path(sys.executable).parent / "py-spy"), *argv, "-o", str(profile)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(1)  # attached
     before = cpu_s(server.proc.pid)
-    rate = run()
-    return rate, (cpu_s(server.proc.pid) - before) / messages * 1e6
+    try:
+        rate = run()
+    finally:
+        after = cpu_s(server.proc.pid)
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)  # py-spy writes its file and exits
+            spy.wait(120)
+    return rate, (after - before) / messages * 1e6
+
+
+def top_frames(profile: Path, count: int = 12) -> list[tuple[float, str]]:
+    """The frames py-spy found running most often (the leaf of each sample), as shares."""
+    leaves: dict[str, int] = {}
+    total = 0
+    for line in profile.read_text().splitlines():
+        stack, _, samples = line.rpartition(" ")
+        leaf = stack.rsplit(";", 1)[-1]
+        leaves[leaf] = leaves.get(leaf, 0) + int(samples)
+        total += int(samples)
+    ranked = sorted(leaves.items(), key=lambda kv: -kv[1])[:count]
+    return [(round(n / max(1, total), 3), frame) for frame, n in ranked]
 
 
 def row(bench: str, ratio_name: str, results: dict[str, list[tuple[float, float]]], **extra):
@@ -353,8 +383,8 @@ def main() -> None:
     parser.add_argument(
         "--profile",
         type=Path,
-        help="run the msgstore node under pyinstrument and write its text report here "
-        "(the profiler's overhead is in msgstore's figures then)",
+        help="sample the msgstore node's threads with py-spy during its runs and write the "
+        "samples to this directory (py-spy's overhead is in msgstore's figures then)",
     )
     args = parser.parse_args()
     if args.quick:
@@ -371,7 +401,9 @@ def main() -> None:
     servers: list[Server] = []
     try:
         servers.append(start_kafka(java, workdir))
-        servers.append(start_msgstore(workdir, args.profile))
+        servers.append(start_msgstore(workdir))
+        if args.profile is not None:
+            args.profile.mkdir(parents=True, exist_ok=True)
         by_name = {s.name: s for s in servers}
         common = {"messages": args.messages, "record_bytes": RECORD_BYTES}
         if args.warmup_messages:
@@ -389,11 +421,13 @@ def main() -> None:
                     server = by_name[name]
                     topic = f"bench-{rnd}"
                     create_topic(java, server, topic, args.partitions)
+                    spied = args.profile if name == "msgstore" else None
                     produced[name].append(
                         measured(
                             server,
                             args.messages,
                             lambda s=server, t=topic: produce(java, s, t, args.messages),
+                            spied / f"produce-{rnd}.txt" if spied else None,
                         )
                     )
                     consumed[name].append(
@@ -401,12 +435,27 @@ def main() -> None:
                             server,
                             args.messages,
                             lambda s=server, t=topic: consume(java, s, t, args.messages),
+                            spied / f"consume-{rnd}.txt" if spied else None,
                         )
                     )
                     delete_topic(java, server, topic)
             extra = {**common, "partitions": args.partitions, "rounds": args.rounds}
             print(json.dumps(row("kafka_produce", "ratio_produce_vs_kafka", produced, **extra)))
             print(json.dumps(row("kafka_consume", "ratio_consume_vs_kafka", consumed, **extra)))
+            if args.profile is not None:
+                last = args.rounds - 1
+                print(
+                    json.dumps(
+                        {
+                            "bench": "kafka_profile",
+                            "samples": str(args.profile),
+                            **{
+                                phase: top_frames(args.profile / f"{phase}-{last}.txt")
+                                for phase in ("produce", "consume")
+                            },
+                        }
+                    )
+                )
             sys.stdout.flush()
         for partitions in curve:
             topic = f"curve-{partitions}"

@@ -12,7 +12,7 @@ import sys
 from tests.integration.kafka.java import ROOT, kafka_classpath
 
 
-def test_bench_prints_its_rows():
+def test_bench_prints_its_rows(tmp_path):
     kafka_classpath()  # the jars, fetched once, before the timed-out run below
     result = subprocess.run(
         [
@@ -25,6 +25,8 @@ def test_bench_prints_its_rows():
             "2",
             "--partitions-curve",
             "3,1025",
+            "--profile",
+            str(tmp_path / "profile"),
         ],
         capture_output=True,
         text=True,
@@ -49,3 +51,9 @@ def test_bench_prints_its_rows():
     assert curve[1025]["kafka_msgs_per_s"] > 0
     assert curve[1025]["msgstore_msgs_per_s"] is None
     assert "1024" in curve[1025]["msgstore_refused"]
+    # --profile: py-spy sampled the node's threads in both of its runs
+    (profile,) = by_bench["kafka_profile"]
+    for phase in ("produce", "consume"):
+        assert (tmp_path / "profile" / f"{phase}-0.txt").stat().st_size > 0
+        shares = [share for share, _frame in profile[phase]]
+        assert shares and all(0 < s <= 1 for s in shares), profile
