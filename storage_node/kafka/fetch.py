@@ -40,11 +40,11 @@ class Wanted:
     error: ErrorCode = ErrorCode.none
     first: int = -1
     high: int = -1
-    records: bytes = b""
+    records: bytes | bytearray = b""
     events: list[asyncio.Event] = field(default_factory=list)
 
 
-def encode_page(page: ReadBatch) -> bytes:
+def encode_page(page: ReadBatch) -> bytes | bytearray:
     """One v2 batch of a columnar page (empty bytes for no rows)."""
     if not len(page):
         return b""

@@ -19,7 +19,8 @@ def encode_records(
     tag_lens: np.ndarray,
     headers: bytes | bytearray | memoryview,
     header_lens: np.ndarray,
-) -> bytes: ...
+    reserve: int = 0,
+) -> bytearray: ...
 def decode_records(
     data: bytes | bytearray | memoryview, count: int
 ) -> tuple[

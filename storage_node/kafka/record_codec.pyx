@@ -15,9 +15,10 @@ functions' results into the store's ``PackedBatch``; this module sees the record
 only.
 """
 
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
 import numpy as np
 
@@ -162,13 +163,15 @@ def encode_records(
     const int64_t[::1] tag_lens not None,
     const uint8_t[::1] headers not None,
     const int64_t[::1] header_lens not None,
+    Py_ssize_t reserve=0,
 ):
-    """The records section of a v2 batch for these rows: each record's stored headers,
-    then its message ID as ``msgstore.msg_id`` and, when it has one, its tag as
-    ``msgstore.tag``. Lengths of -1 are null keys (absent IDs, tags and headers); blobs
+    """The records section of a v2 batch for these rows, after ``reserve`` zero bytes (room
+    for the batch's header, so the batch is one allocation and no copy): each record's
+    stored headers, then its message ID as ``msgstore.msg_id`` and, when it has one, its tag
+    as ``msgstore.tag``. Lengths of -1 are null keys (absent IDs, tags and headers); blobs
     hold the present entries back to back. ValueError when a stored header does not parse.
     """
-    cdef Py_ssize_t n = offset_deltas.shape[0], i, total = 0, at = 0
+    cdef Py_ssize_t n = offset_deltas.shape[0], i, total = reserve, at = reserve
     cdef Py_ssize_t k_at = 0, v_at = 0, id_at = 0, t_at = 0, h_at = 0, h_len, h_size
     cdef int64_t k_len, v_len, id_len, t_len, h_count
     cdef const uint8_t* kp = &keys[0] if keys.shape[0] else NULL
@@ -216,8 +219,9 @@ def encode_records(
             total += varint_size(body[i]) + body[i]
     if bad >= 0:
         raise ValueError(f"row {bad}: its stored headers do not parse")
-    out = PyBytes_FromStringAndSize(NULL, total)
-    cdef uint8_t* o = <uint8_t*>PyBytes_AS_STRING(out)
+    out = PyByteArray_FromStringAndSize(NULL, total)
+    cdef uint8_t* o = <uint8_t*>PyByteArray_AS_STRING(out)
+    memset(o, 0, reserve)
     h_at = 0
     with nogil:
         for i in range(n):  # pass 2: write them

@@ -158,13 +158,13 @@ def encode_batch(
     tags: PackedColumn,
     msg_ids: PackedColumn,
     headers: PackedColumn | None = None,
-) -> bytes:
+) -> bytearray:
     """One uncompressed v2 batch of these rows (offsets absolute, ascending, the first one
     ``base_offset``); each record's stored headers first, then its message ID and tag."""
     n = len(offsets)
     first_ts = int(timestamps[0])
     no_headers = filled(n, -1)
-    body = encode_records(
+    out = encode_records(
         np.ascontiguousarray(offsets - base_offset, dtype=np.int64),
         np.ascontiguousarray(timestamps - first_ts, dtype=np.int64),
         keys.blob,
@@ -177,13 +177,13 @@ def encode_batch(
         _lens(tags),
         b"" if headers is None else headers.blob,
         no_headers if headers is None else _lens(headers),
+        HEADER_SIZE,
     )
-    head = bytearray(HEADER_SIZE)
     _HEADER.pack_into(
-        head,
+        out,
         0,
         base_offset,
-        HEADER_SIZE - 12 + len(body),  # the batch length counts from the leader epoch on
+        len(out) - 12,  # the batch length counts from the leader epoch on
         -1,  # partition leader epoch
         2,  # magic
         0,  # CRC, set below
@@ -196,9 +196,8 @@ def encode_batch(
         -1,  # base sequence
         n,
     )
-    crc = crc32c(body, crc32c(memoryview(head)[_CRC_FROM:]))
-    struct.pack_into(">I", head, _CRC_AT, crc)
-    return bytes(head) + body
+    struct.pack_into(">I", out, _CRC_AT, crc32c(memoryview(out)[_CRC_FROM:]))
+    return out
 
 
 def _lens(column: PackedColumn) -> np.ndarray:
