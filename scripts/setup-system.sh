@@ -14,6 +14,13 @@ fi
 # bench/kafka.py.
 if ! command -v mvn >/dev/null 2>&1; then need+=(maven); fi
 if ! command -v python3.11 >/dev/null 2>&1; then need+=(python3.11 python3.11-venv); fi
+# a C compiler and Python's headers: pip builds the Kafka listener's record codec (Cython,
+# setup.py) when it installs msgstore
+if ! command -v gcc >/dev/null 2>&1; then need+=(gcc); fi
+if ! { command -v python3.11 >/dev/null 2>&1 && python3.11 -c 'import os, sysconfig, sys
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; }; then
+  need+=(python3.11-dev)
+fi
 # ip and iptables: the replication tests put each node in its own network namespace.
 if ! command -v ip >/dev/null 2>&1; then need+=(iproute2); fi
 if ! command -v iptables >/dev/null 2>&1; then need+=(iptables); fi
