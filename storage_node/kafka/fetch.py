@@ -2,7 +2,9 @@
 
 Each partition led here is read with the store's columnar read from the fetch offset (at
 most ``partition_max_bytes`` of values, and the request's ``max_bytes`` over all), its rows
-encoded as one v2 batch (records.encode_batch). When fewer than ``min_bytes`` came back the
+encoded as one v2 batch (records.encode_batch). The partitions of one store share what was
+read of its log (a ``SpanMemo``): partitions written together lie in the same frames, so the
+log bytes of a fetch of six partitions are read once, not six times. When fewer than ``min_bytes`` came back the
 answer waits, up to ``max_wait_ms``, for an append to one of the partitions and reads again,
 as the HTTP fetch does. Fetch sessions (KIP-227) are declined: every answer has session id 0,
 so clients send full fetches. The high watermark is the partition's next offset on the
@@ -24,7 +26,7 @@ from storage_node.formats.limits import MAX_READ_MESSAGES
 from storage_node.kafka.errors import epoch_check, error_code
 from storage_node.kafka.records import encode_batch
 from storage_node.kafka.registry import Api, ApiTable, RequestContext
-from storage_node.store.columnar import ReadBatch
+from storage_node.store.columnar import ReadBatch, SpanMemo
 
 NO_THROTTLE = datetime.timedelta(0)
 MAX_WAIT_MS = 30_000
@@ -65,6 +67,7 @@ def read_all(wanted: list[Wanted], max_bytes: int) -> int:
     budget = max(1, max_bytes)
     total = 0
     offsets: dict[tuple[int, str], list[tuple[int, int]]] = {}
+    memos: dict[int, SpanMemo] = {}  # per store: the log bytes its partitions share
     for w in wanted:
         if w.error != ErrorCode.none:
             continue
@@ -77,7 +80,12 @@ def read_all(wanted: list[Wanted], max_bytes: int) -> int:
             continue
         try:
             page = w.store.read_columns(
-                w.topic, w.partition, w.offset, MAX_READ_MESSAGES, min(w.max_bytes, budget)
+                w.topic,
+                w.partition,
+                w.offset,
+                MAX_READ_MESSAGES,
+                min(w.max_bytes, budget),
+                memo=memos.setdefault(id(w.store), SpanMemo()),
             )
         except MsgStoreError as exc:
             w.error = error_code(exc)

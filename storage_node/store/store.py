@@ -27,6 +27,7 @@ from storage_node.formats.filenames import CHECKPOINT, OBJECTS_DIR, OFFSETS_DIR,
 from storage_node.formats.message_id import ip_to_int
 from storage_node.formats.queue_index import QueueIndex
 from storage_node.store.appends import Appends
+from storage_node.store.columnar import SpanMemo
 from storage_node.store.config import StoreConfig
 from storage_node.store.consumer_groups import ConsumerGroups
 from storage_node.store.directory_lock import DirectoryLock
@@ -295,11 +296,14 @@ class Store(LogSurface):
         max_messages: int = 100,
         max_bytes: int = 1 << 20,
         tag: str | None = None,
+        memo: SpanMemo | None = None,
     ) -> ReadBatch:
         """``read`` as packed columns (see storage_node/store/columnar.py): the queue-index
         entries of the range as one array, each frame fetched and CRC-checked once, rows
-        and fields gathered with numpy. No Python object per message."""
-        return self.reads.read_columns(topic, partition, offset, max_messages, max_bytes, tag)
+        and fields gathered with numpy. No Python object per message. Reads of one request
+        that pass the same ``memo`` share the log bytes fetched (the partitions written
+        together lie in the same frames)."""
+        return self.reads.read_columns(topic, partition, offset, max_messages, max_bytes, tag, memo)
 
     def lookup_key(
         self, topic: str, key: str, begin_ms: int = 0, end_ms: int = 2**63 - 1, max_count: int = 32
