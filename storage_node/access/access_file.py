@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from storage_node.access.document import AccessDocument, parse_access, rule_text
+from storage_node.backend.files import atomic_write
 from storage_node.errors import InvalidArgument
 
 log = logging.getLogger("msgstore.access")
@@ -139,21 +140,8 @@ def read_access_file(path: str | os.PathLike[str]) -> AccessDocument:
 def write_access_file(path: str | os.PathLike[str], doc: AccessDocument) -> None:
     """Atomically replace the file (temp file, fsync, rename, fsync the folder), mode 0600:
     it holds token digests."""
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}-{threading.get_ident()}")
     data = json.dumps(doc.to_json(), indent=2, sort_keys=True).encode() + b"\n"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, target)
-    dir_fd = os.open(target.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    atomic_write(os.fspath(path), data, mode=0o600, unique=True)
 
 
 def edit_access_file(

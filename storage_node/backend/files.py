@@ -10,6 +10,7 @@ import ctypes
 import ctypes.util
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterable
 
 TMP_SUFFIX = ".tmp"
@@ -91,11 +92,24 @@ def pread_exact(fd: int, length: int, offset: int) -> bytes:
     return b"".join(parts)
 
 
-def atomic_write(path: str, data: bytes | bytearray | memoryview | Iterable[bytes]) -> None:
-    """Write ``data`` to ``path`` atomically: temp file, fsync, rename, directory fsync."""
+def atomic_write(
+    path: str,
+    data: bytes | bytearray | memoryview | Iterable[bytes],
+    mode: int = 0o644,
+    unique: bool = False,
+) -> None:
+    """Write ``data`` to ``path`` atomically: temp file, fsync, rename, directory fsync.
+
+    ``mode``: the new file's permission bits (less the umask). ``unique``: the temporary file
+    is named for this process and thread (``.NAME.tmp-PID-TID``) instead of ``path`` +
+    ``.tmp``, for a shared file (routing, access) that several processes may replace at once.
+    """
     directory = os.path.dirname(path) or "."
     tmp = path + TMP_SUFFIX
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    if unique:
+        name = f".{os.path.basename(path)}.tmp-{os.getpid()}-{threading.get_ident()}"
+        tmp = os.path.join(directory, name)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         if isinstance(data, bytes | bytearray | memoryview):
             write_all(fd, data)

@@ -37,19 +37,26 @@ def print_json(doc: Any) -> None:
     sys.stdout.write("\n")
 
 
-def connection_parent() -> argparse.ArgumentParser:
-    """The options of every command that talks to a cluster (endpoint, token, CA)."""
+def connection_parent(
+    endpoint: str | None = DEFAULT_ENDPOINT,
+    token_env: str = "MSGSTORE_TOKEN",
+    token_help: str = "bearer token",
+) -> argparse.ArgumentParser:
+    """The options of every command that talks to a cluster (endpoint, token, CA). The
+    console takes them too, with no default ``endpoint`` (it must be told the cluster) and a
+    token of its own read from ``token_env``."""
+    default = "; default %(default)s" if endpoint else ""
     parent = argparse.ArgumentParser(add_help=False)
     parent.add_argument(
         "--endpoint",
-        default=os.environ.get("MSGSTORE_ENDPOINT", DEFAULT_ENDPOINT),
+        default=os.environ.get("MSGSTORE_ENDPOINT", endpoint),
         help="nodes of the cluster, comma-separated; the next is tried when one is down "
-        "(env MSGSTORE_ENDPOINT; default %(default)s)",
+        f"(env MSGSTORE_ENDPOINT{default})",
     )
     parent.add_argument(
         "--token",
-        default=os.environ.get("MSGSTORE_TOKEN"),
-        help="bearer token (env MSGSTORE_TOKEN)",
+        default=os.environ.get(token_env),
+        help=f"{token_help} (env {token_env})",
     )
     parent.add_argument(
         "--ca",

@@ -4,10 +4,9 @@
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
 
-from storage_node.cli.common import UsageError
+from storage_node.cli.common import UsageError, connection_parent
 
 
 def cmd_console(args: argparse.Namespace) -> int:
@@ -43,30 +42,21 @@ def cmd_console(args: argparse.Namespace) -> int:
 
 
 def register_console(sub: Any) -> None:
+    connection = connection_parent(
+        endpoint=None,
+        token_env="MSGSTORE_CONSOLE_TOKEN",
+        token_help="the console's own token, for the routing table and metrics it reads in "
+        "the background; never used for a user's page",
+    )
     p = sub.add_parser(
         "console",
+        parents=[connection],
         help="serve the web console: pages over the cluster's HTTP API",
         description="A web console for the cluster (docs/CONSOLE.md): users log in with "
         "their own token, which every page sends to the nodes.",
     )
-    p.add_argument(
-        "--endpoint",
-        default=os.environ.get("MSGSTORE_ENDPOINT"),
-        help="the cluster's node address(es), comma-separated (env MSGSTORE_ENDPOINT)",
-    )
     p.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="listen port (default 8080; 0: any)")
-    p.add_argument(
-        "--token",
-        default=os.environ.get("MSGSTORE_CONSOLE_TOKEN"),
-        help="the console's own token, for the routing table and metrics it reads in the "
-        "background; never used for a user's page (env MSGSTORE_CONSOLE_TOKEN)",
-    )
-    p.add_argument(
-        "--ca",
-        default=os.environ.get("MSGSTORE_CA"),
-        help="CA bundle the nodes' certificates verify against (env MSGSTORE_CA)",
-    )
     p.add_argument(
         "--admin",
         action="store_true",

@@ -12,6 +12,7 @@ from typing import Any
 
 from storage_node.errors import InvalidArgument
 from storage_node.formats.message_id import MS_PER_HOUR, parse_msg_id
+from storage_node.wire.message_json import message_fields
 
 BODY_CAP = 64 * 1024  # bytes of a body shown on a page; the rest through /messages/{id}/raw
 VIEWS = ("text", "json", "hex")
@@ -34,20 +35,8 @@ class Message:
 
 
 def message_of(doc: dict[str, Any]) -> Message:
-    text = doc.get("value")
-    value = text.encode("utf-8") if text is not None else base64.b64decode(doc["value_base64"])
-    return Message(
-        doc["topic"],
-        doc["partition"],
-        doc["offset"],
-        doc.get("key"),
-        doc.get("tag"),
-        doc["msg_id"],
-        doc["timestamp"],
-        doc["store_timestamp"],
-        value,
-        headers_of(doc.get("headers")),
-    )
+    """A message as the node answers it, its headers as text (``headers_of``)."""
+    return Message(**message_fields(doc), headers=headers_of(doc.get("headers")))
 
 
 def _text(value: Any) -> str:

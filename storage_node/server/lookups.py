@@ -4,7 +4,6 @@ these, so a lookup reaches the stores one way whichever front end asked."""
 
 from __future__ import annotations
 
-import base64
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,7 +14,7 @@ from storage_node.errors import Incomplete, NotFound
 from storage_node.server.peer_fanout import peer_documents
 from storage_node.server.runtime import NodeRuntime
 from storage_node.store import Message
-from storage_node.wire.message_json import headers_from_json
+from storage_node.wire.message_json import headers_from_json, message_fields
 
 
 @dataclass(frozen=True)
@@ -41,20 +40,7 @@ def newest_first(answers: list[list[Message]]) -> list[Message]:
 
 def message_from_json(doc: dict[str, Any]) -> Message:
     """A peer's JSON message back as a Message, so local and peer matches merge as one list."""
-    text = doc.get("value")
-    value = text.encode("utf-8") if text is not None else base64.b64decode(doc["value_base64"])
-    return Message(
-        doc["topic"],
-        doc["partition"],
-        doc["offset"],
-        doc.get("key"),
-        doc.get("tag"),
-        doc["msg_id"],
-        doc["timestamp"],
-        doc["store_timestamp"],
-        value,
-        headers_from_json(doc),
-    )
+    return Message(**message_fields(doc), headers=headers_from_json(doc))
 
 
 async def lookup_key(

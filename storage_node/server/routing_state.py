@@ -12,9 +12,9 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from storage_node.backend.files import atomic_write
 from storage_node.errors import InvalidArgument, NotLeader, TopicConflict, UnknownTopic
 from storage_node.store.topics import adds_partitions
 from storage_node.wire.routing_table import (
@@ -32,19 +32,8 @@ log = logging.getLogger(__name__)
 
 def write_routing_file(path: str | os.PathLike[str], table: RoutingTable) -> None:
     """Atomically replace the routing file: temp file, fsync, rename, fsync the folder."""
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}-{threading.get_ident()}")
     data = json.dumps(table.to_json(), indent=2, sort_keys=True).encode() + b"\n"
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, target)
-    dir_fd = os.open(target.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    atomic_write(os.fspath(path), data, mode=0o666, unique=True)  # 0666: as open() makes it
 
 
 def read_routing_file(path: str | os.PathLike[str]) -> RoutingTable:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
@@ -107,6 +107,26 @@ def message_to_json(message: Any) -> dict[str, Any]:
     if headers:
         doc.update(headers_json(headers))
     return doc
+
+
+def message_fields(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored message's JSON (``message_to_json``'s shape) back as its fields but the
+    headers, the value as bytes. Each reader builds its own message type from them and reads
+    the headers its way: a node the store's Message (``headers_from_json``), the console its
+    own (it never loads the store)."""
+    text = doc.get("value")
+    value = text.encode("utf-8") if text is not None else base64.b64decode(doc["value_base64"])
+    return {
+        "topic": doc["topic"],
+        "partition": doc["partition"],
+        "offset": doc["offset"],
+        "key": doc.get("key"),
+        "tag": doc.get("tag"),
+        "msg_id": doc["msg_id"],
+        "timestamp": doc["timestamp"],
+        "store_timestamp": doc["store_timestamp"],
+        "value": value,
+    }
 
 
 def headers_json(headers: Sequence[tuple[str, bytes | None]]) -> dict[str, Any]:

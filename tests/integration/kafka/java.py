@@ -1,5 +1,6 @@
 """Apache Kafka's own Java tools as test clients: the jars come from Maven Central through
-scripts/kafka-jars.sh (bench/java/pom.xml), the same classpath bench/kafka.py runs."""
+scripts/kafka-jars.sh (bench/java/pom.xml), by bench/kafka.py's own classpath reader, so the
+tests and the bench run the same jars."""
 
 from __future__ import annotations
 
@@ -10,37 +11,29 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
-QUIET_LOG4J2 = """status = warn
-appender.console.type = Console
-appender.console.name = STDERR
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = WARN
-rootLogger.appenderRef.console.ref = STDERR
-"""
+from bench.kafka import LOG4J2
+from bench.kafka import ROOT as ROOT  # the repository root, for the tests that run bench
+from bench.kafka import kafka_classpath as fetch_classpath
 
 
 @functools.cache
 def kafka_classpath() -> str:
-    """The classpath of Kafka's clients and tools; fails the test with the reason when Java or
-    Maven is missing or the jars cannot be fetched."""
+    """The classpath of Kafka's clients and tools (bench/kafka.py's, so both run the same
+    jars); fails the test with the reason when Java or Maven is missing or the jars cannot be
+    fetched."""
     if shutil.which("java") is None or shutil.which("mvn") is None:
         pytest.fail("java and mvn are needed: run scripts/setup-system.sh")
-    result = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "kafka-jars.sh")], capture_output=True, text=True
-    )
-    if result.returncode != 0:
-        pytest.fail(f"scripts/kafka-jars.sh failed:\n{result.stderr[-3000:]}")
-    return result.stdout.strip()
+    try:
+        return fetch_classpath()
+    except subprocess.CalledProcessError as exc:
+        pytest.fail(f"scripts/kafka-jars.sh failed:\n{exc.stderr[-3000:]}")
 
 
 def java_argv(workdir: Path, main: str, *args: str) -> list[str]:
     """The command running ``main`` of Kafka's tools with the shared classpath."""
     log4j = workdir / "log4j2.properties"
     if not log4j.exists():
-        log4j.write_text(QUIET_LOG4J2)
+        log4j.write_text(LOG4J2)
     return [
         "java",
         "-Xmx256m",

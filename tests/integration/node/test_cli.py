@@ -70,3 +70,28 @@ def test_cli_round_trip(tmp_path):
         assert sum(p["next_offset"] for p in info["partition_offsets"]) == 30
     finally:
         msgstore("local", "down", "--data-dir", data_dir)
+
+
+def test_the_console_takes_the_connection_options_with_its_own_token(monkeypatch):
+    """``msgstore console`` shares the commands' --endpoint/--token/--ca, but must be told
+    the cluster (no default endpoint) and reads its own token, never a user's."""
+    from storage_node.cli.common import DEFAULT_ENDPOINT
+    from storage_node.cli.main import build_parser
+
+    for name in ("MSGSTORE_ENDPOINT", "MSGSTORE_CA", "MSGSTORE_CONSOLE_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MSGSTORE_TOKEN", "a-user's")
+    console = build_parser("console").parse_args(["console"])
+    assert (console.endpoint, console.token, console.ca) == (None, None, None)
+    listing = build_parser("topic").parse_args(["topic", "list"])
+    assert (listing.endpoint, listing.token) == (DEFAULT_ENDPOINT, "a-user's")
+    monkeypatch.setenv("MSGSTORE_CONSOLE_TOKEN", "the console's")
+    monkeypatch.setenv("MSGSTORE_CA", "ca.pem")
+    console = build_parser("console").parse_args(["console", "--endpoint", "http://n:1"])
+    assert (console.endpoint, console.token, console.ca) == (
+        "http://n:1",
+        "the console's",
+        "ca.pem",
+    )
+    refused = msgstore("console", check=False)
+    assert refused.returncode == 2 and "give the cluster with --endpoint" in refused.stderr

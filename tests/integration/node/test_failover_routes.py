@@ -10,7 +10,6 @@ reload."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +18,8 @@ import requests
 
 from storage_node.cli.local import LocalCluster
 from storage_node.client import Client
-from storage_node.errors import MsgStoreError
+from tests.integration.node.failover import fail_over
+from tests.waiting import wait_until
 
 MESSAGES = 1200
 GROUP = "g1"
@@ -59,32 +59,18 @@ def taken_over(tmp_path_factory: pytest.TempPathFactory) -> Any:
             before = client.describe_topic("f")["partition_offsets"]
             for p in range(6):  # committed on each partition's leader, into its log
                 client.commit_offset(GROUP, "f", p, before[p]["next_offset"] // 2)
-        victim = next(n for n in cluster.nodes if n.address == before[0]["owner_address"])
-        cluster.kill(victim.id)
-        survivors = [a for a in cluster.addresses if a != victim.address]
-        deadline = time.monotonic() + 60
-        with Client(survivors) as client:
-            while True:
-                try:  # 503 while the new leader still takes the log over
-                    doc = client.describe_topic("f")
-                    addresses = {p["owner_address"] for p in doc["partition_offsets"]}
-                    if victim.address not in addresses and not doc["unreachable_nodes"]:
-                        break
-                except MsgStoreError as err:
-                    doc = {"error": str(err)}
-                assert time.monotonic() < deadline, doc
-                time.sleep(0.2)
+        victim, doc = fail_over(cluster, "f", before)
         offsets = doc["partition_offsets"]
         taken = [p["partition"] for p in offsets if p["owner"] == victim.id]
         assert taken
         leader = offsets[taken[0]]["owner_address"]
         leader_id = next(n.id for n in cluster.nodes if n.address == leader)
-        while True:  # the routing table names it; wait until it acts on it
+
+        def leading() -> bool:  # the routing table names it; wait until it acts on it
             logs = _ok(_get(f"{leader}/v1/replication/status"))["logs"]
-            if logs.get(victim.id, {}).get("role") == "leader":
-                break
-            assert time.monotonic() < deadline, logs
-            time.sleep(0.2)
+            return bool(logs.get(victim.id, {}).get("role") == "leader")
+
+        wait_until(leading, 60, f"{leader} to lead the log of {victim.id}", 0.2)
         yield TakenOver(cluster, victim.id, leader, leader_id, taken, before, produced)
     finally:
         cluster.down()
