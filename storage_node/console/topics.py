@@ -1,6 +1,6 @@
 """``/topics`` and ``/topics/{topic}``: partitions with owner, the node serving each,
-first and next offset, message count, retention, and the topic's in and out rates over
-the last hour (from the metrics history)."""
+first and next offset, message count, stored bytes, retention, and the topic's in and out
+rates over the last hour (from the metrics history)."""
 
 from __future__ import annotations
 
@@ -33,6 +33,8 @@ async def topic_page(request: web.Request) -> web.StreamResponse:
     for info in doc["partition_offsets"]:
         first, nxt = info["first_offset"], info["next_offset"]
         info["count"] = None if first is None or nxt is None else nxt - first
+        stored = info.get("stored_bytes")
+        info["size"] = None if stored is None else human(stored, "B")
         info["browse"] = "/search?" + urlencode(
             {"topic": doc["name"], "partition": info["partition"], "offset": first or 0}
         )

@@ -5,6 +5,8 @@ Entry: u64 log_position, u32 record_size, u64 tag_hash (seeds 003/004). Files ho
 entries collect in memory and reach the files in large positional writes (at 64 KiB, on
 ``sync`` and ``close``): the index is derived data that recovery rebuilds from the log past
 the last checkpoint, and every checkpoint syncs it first. Reads see pending entries too.
+The partition's stored bytes (``stored_bytes``: the sum of its entries' record sizes) are
+summed from the files once, on first use, and kept up to date from then on.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ ENTRY_DTYPE = np.dtype([("pos", "<u8"), ("size", "<u4"), ("tag", "<u8")])
 ENTRY_SIZE = ENTRY_DTYPE.itemsize
 ENTRY = struct.Struct("<QIQ")
 PENDING_BYTES = 64 * 1024
+SUM_CHUNK = 1 << 18  # entries read at a time when summing sizes (5 MiB)
 assert ENTRY_SIZE == 20
 
 
@@ -50,6 +53,8 @@ class QueueIndex:
         self._pending = bytearray()  # entries from self._pending_from on, not yet written
         self._pending_from = 0
         self._unsynced = False  # written since the last fsync
+        self._bytes: int | None = None  # stored_bytes, once summed
+        self._changes = 0  # truncates and drops: a sum read outside the lock is stale if it moved
         starts = sorted(
             s for s in map(parse_queue_file_name, os.listdir(self.dir)) if s is not None
         )
@@ -92,6 +97,8 @@ class QueueIndex:
                 self._pending_from = first
             self._pending += entries.tobytes()
             self.next_offset = first + len(entries)
+            if self._bytes is not None:
+                self._bytes += int(entries["size"].sum())
             if len(self._pending) >= PENDING_BYTES:
                 self._write_pending()
         return first
@@ -148,9 +155,42 @@ class QueueIndex:
         """Up to ``count`` (position, size, tag hash) tuples; cheaper than numpy for few."""
         return list(ENTRY.iter_unpack(self.read_bytes(offset, count)))
 
+    def stored_bytes(self) -> int:
+        """The bytes of the records from ``first_offset`` to ``next_offset`` (key, tag, ID,
+        headers, body and row header of each, as written to the log before any file
+        compression). The first call reads the entries' sizes outside the lock, so appends
+        go on meanwhile (and reads again if retention or recovery moved the range); then
+        ``append``, ``drop_before`` and ``truncate`` keep the sum."""
+        for _attempt in range(2):
+            with self._lock:
+                if self._bytes is not None:
+                    return self._bytes
+                changes, first, end = self._changes, self.first_offset, self.next_offset
+            try:
+                total = self._sum_sizes(first, end)
+            except OSError:  # a file expired while it was read
+                continue
+            with self._lock:
+                if self._changes == changes and self._bytes is None:
+                    self._bytes = total + self._sum_sizes(end, self.next_offset)
+                    return self._bytes
+        with self._lock:  # the range kept moving: sum it holding the lock
+            if self._bytes is None:
+                self._bytes = self._sum_sizes(self.first_offset, self.next_offset)
+            return self._bytes
+
+    def _sum_sizes(self, offset: int, end: int) -> int:
+        total = 0
+        while offset < end:
+            take = min(SUM_CHUNK, end - offset)
+            total += int(self.read(offset, take)["size"].sum(dtype=np.uint64))
+            offset += take
+        return total
+
     def truncate(self, next_offset: int) -> None:
         """Drop entries at and after ``next_offset`` (recovery rewrites them from the log)."""
         with self._lock:
+            self._bytes, self._changes = None, self._changes + 1
             if self._pending:
                 keep = max(0, next_offset - self._pending_from) * ENTRY_SIZE
                 del self._pending[keep:]
@@ -170,12 +210,17 @@ class QueueIndex:
 
     def drop_before(self, offset: int) -> None:
         """Expire whole files that end at or before ``offset`` and raise first_offset."""
-        for start in list(self.file_starts):
-            if start + self.per_file <= offset and start + self.per_file <= self.next_offset:
-                self._close(start)
-                remove_file(self._path(start))
-                self.file_starts.remove(start)
-        self.first_offset = max(self.first_offset, offset)
+        with self._lock:
+            first = max(self.first_offset, offset)
+            if self._bytes is not None and first > self.first_offset:
+                self._bytes -= self._sum_sizes(self.first_offset, min(first, self.next_offset))
+            self._changes += 1
+            for start in list(self.file_starts):
+                if start + self.per_file <= offset and start + self.per_file <= self.next_offset:
+                    self._close(start)
+                    remove_file(self._path(start))
+                    self.file_starts.remove(start)
+            self.first_offset = first
 
     def sync(self) -> None:
         """Write pending entries and fsync the files (nothing to do if nothing changed)."""

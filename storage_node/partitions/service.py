@@ -145,20 +145,23 @@ class PartitionService:
         for: every log it leads, a taken-over one included."""
         return self._logs().led_stores()
 
-    def partition_offsets(self, topic: str, partitions: int) -> list[tuple[int, int]]:
-        """(Blocking.) (first, next offset) of each partition from the copy of its log held
-        here (led or followed); (0, 0) for a partition of a log not held here."""
+    def partition_stats(self, topic: str, partitions: int) -> list[tuple[int, int, int]]:
+        """(Blocking.) (first offset, next offset, stored bytes) of each partition from the
+        copy of its log held here (led or followed); (0, 0, 0) for a partition of a log not
+        held here."""
         logs = self._logs()
-        by_store: dict[int, list[tuple[int, int]]] = {}
+        by_store: dict[int, list[tuple[int, int, int]]] = {}
         out = []
         for p in range(partitions):
             log_id = self.routing.log_of(topic, p)
             store = logs.hosted_store(log_id)
             if store is None:
-                out.append((0, 0))
+                out.append((0, 0, 0))
                 continue
             if id(store) not in by_store:
-                by_store[id(store)] = store.partition_offsets(topic)
+                spans = store.partition_offsets(topic)
+                sizes = store.partition_sizes(topic)
+                by_store[id(store)] = [(f, n, b) for (f, n), b in zip(spans, sizes, strict=True)]
             out.append(by_store[id(store)][p])
         return out
 

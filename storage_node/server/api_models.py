@@ -150,61 +150,10 @@ class RoutedTopic(Answer):
     retention_hours: float | None = None
 
 
-class Topic(Answer):
-    name: str
-    partitions: int
-    compression: str
-    retention_hours: float
-    owners: list[str]
-    skipped_nodes: dict[str, str] | None = Field(
-        default=None,
-        description="(create) nodes left out of a new topic because they were not ready, "
-        "with the reason",
-    )
-
-
-class TopicList(Answer):
-    topics: list[Topic]
-
-
 class TopicPartitions(Request):
     """The topic's new partition count: only up; the same count changes nothing."""
 
     partitions: int = Field(ge=1, le=MAX_PARTITIONS)
-
-
-class TopicGrown(Topic):
-    previous_partitions: int
-    pending_nodes: dict[str, str] = Field(
-        description="nodes that did not answer, with the reason; each applies the new count "
-        "when it next reads the routing table"
-    )
-
-
-class TopicDeleted(Answer):
-    name: str
-    deleted: bool
-    pending_nodes: dict[str, str] = Field(
-        description="nodes that did not answer, with the reason; each deletes its copy when "
-        "it next reads the routing table"
-    )
-
-
-class PartitionOffsets(Answer):
-    partition: int
-    owner: str = Field(description="the node (or replicated log) the partition belongs to")
-    owner_address: str | None = Field(
-        default=None,
-        description="the address of the node that serves it: a replicated log's leader, "
-        "after a failover another node than the owner",
-    )
-    first_offset: int | None
-    next_offset: int | None
-
-
-class TopicDetail(Topic):
-    partition_offsets: list[PartitionOffsets]
-    unreachable_nodes: list[str]
 
 
 # -- messages -----------------------------------------------------------------------------

@@ -1,11 +1,10 @@
 """The route table of the node API's OpenAPI 3.1 document (built by ``openapi.py``).
 
-Body schemas come from the pydantic models of ``api_models`` (the same models validate the
-requests); this module adds the route table: paths, parameters, statuses and the binary
-content types. A new route is a model (when it has a JSON body) plus one ``Route`` entry in
-``ROUTES``; tests/integration/node/test_api.py checks that the table and the served routes agree, and the
-fuzz tests in tests/integration/node drive the server from the document.
-
+Body schemas come from the pydantic models of ``api_models`` and ``api_models_topics`` (the
+same models validate the requests); this module adds the route table: paths, parameters,
+statuses and binary content types. A new route is a model (with a JSON body) plus one
+``Route`` in ``ROUTES``; tests/integration/node/test_api.py checks that the table and the
+served routes agree, and the fuzz tests there drive the server from the document.
 Over 400 lines on purpose: the route table, one short entry per route of the API; a
 route's documentation is found by searching one file.
 """
@@ -20,6 +19,7 @@ from pydantic import BaseModel
 from storage_node.formats.limits import MAX_LOOKUP, MAX_READ_MESSAGES
 from storage_node.formats.names import NAME_PATTERN
 from storage_node.server import api_models as m
+from storage_node.server import api_models_topics as t
 from storage_node.server.api_models import MAX_INT64, MAX_PARTITIONS
 from storage_node.server.routes_messages import MAX_READ_BYTES, MAX_WAIT_MS
 from storage_node.wire.batch_codec import CONTENT_TYPE as BATCH_CONTENT_TYPE
@@ -208,20 +208,20 @@ ROUTES: tuple[Route, ...] = (
         "/v1/topics",
         "create a topic (201); an identical repeat answers 200",
         {
-            "201": Reply("created", m.Topic),
-            "200": Reply("an identical topic already exists", m.Topic),
+            "201": Reply("created", t.Topic),
+            "200": Reply("an identical topic already exists", t.Topic),
         },
         ("400", "409", "413", "503", "507", *WRITE_AUTH),
         body=m.TopicSpec,
     ),
     Route(
-        "get", "/v1/topics", "list topics", {"200": Reply("topics", m.TopicList)}, ("503", "401")
+        "get", "/v1/topics", "list topics", {"200": Reply("topics", t.TopicList)}, ("503", "401")
     ),
     Route(
         "get",
         "/v1/topics/{topic}",
-        "a topic with each partition's owner and first/next offsets",
-        {"200": Reply("the topic", m.TopicDetail)},
+        "a topic with each partition's owner, first/next offsets and stored bytes",
+        {"200": Reply("the topic", t.TopicDetail)},
         ("400", "404", "503", "401"),
         params=(TOPIC, SCOPE),
     ),
@@ -229,7 +229,7 @@ ROUTES: tuple[Route, ...] = (
         "delete",
         "/v1/topics/{topic}",
         "delete a topic on every node (scope=local: this node's copy only)",
-        {"200": Reply("deleted", m.TopicDeleted)},
+        {"200": Reply("deleted", t.TopicDeleted)},
         ("400", "404", "409", "503", "507", *WRITE_AUTH),
         params=(TOPIC, SCOPE),
         description=(
@@ -243,7 +243,7 @@ ROUTES: tuple[Route, ...] = (
         "post",
         "/v1/topics/{topic}/partitions",
         "add partitions to a topic (scope=local: this node's copy only)",
-        {"200": Reply("the topic with its new count", m.TopicGrown)},
+        {"200": Reply("the topic with its new count", t.TopicGrown)},
         ("400", "404", "409", "413", "503", "507", *WRITE_AUTH),
         params=(TOPIC, SCOPE),
         body=m.TopicPartitions,

@@ -101,15 +101,15 @@ async def describe_topic(request: web.Request) -> web.Response:
 
 
 async def topic_description(rt: NodeRuntime, topic: str, scope: str) -> dict[str, Any]:
-    """A topic's config, owners and each partition's (first, next) offset, asked of the
-    node serving it (``scope`` cluster), with the nodes that did not answer."""
+    """A topic's config, owners and each partition's (first, next) offset and stored bytes,
+    asked of the node serving it (``scope`` cluster), with the nodes that did not answer."""
     cfg = await get_topic_config(rt, topic)
-    local = await rt.in_thread(rt.partitions.partition_offsets, topic, cfg.partitions)
+    local = await rt.in_thread(rt.partitions.partition_stats, topic, cfg.partitions)
     doc = topic_with_owners(rt, cfg)
     table = rt.routing.current()
     infos: list[dict[str, Any]] = []
     serving: dict[int, str] = {}  # the node that answers for each partition
-    for p, (first, nxt) in enumerate(local):
+    for p, (first, nxt, stored) in enumerate(local):
         owner = doc["owners"][p]
         serving[p] = table.leader_of(owner)  # a replicated log's leader since its failover
         infos.append(
@@ -119,6 +119,7 @@ async def topic_description(rt: NodeRuntime, topic: str, scope: str) -> dict[str
                 "owner_address": table.node_address(serving[p]),
                 "first_offset": first,
                 "next_offset": nxt,
+                "stored_bytes": stored,
             }
         )
     unreachable: list[str] = []
@@ -145,11 +146,12 @@ async def topic_description(rt: NodeRuntime, topic: str, scope: str) -> dict[str
                 continue
             peer_doc = remote.get(owner)
             if peer_doc is None:
-                info["first_offset"] = info["next_offset"] = None
+                info["first_offset"] = info["next_offset"] = info["stored_bytes"] = None
                 continue
             peer_info = peer_doc["partition_offsets"][info["partition"]]
             info["first_offset"] = peer_info["first_offset"]
             info["next_offset"] = peer_info["next_offset"]
+            info["stored_bytes"] = peer_info.get("stored_bytes")  # (a node of an older release)
     doc["partition_offsets"] = infos
     doc["unreachable_nodes"] = sorted(unreachable)
     return doc

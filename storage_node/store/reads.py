@@ -78,6 +78,11 @@ class Reads:
         queues = [self.queues.get(topic, p) for p in range(cfg.partitions)]
         return [(q.first_offset, q.next_offset) for q in queues]
 
+    def partition_sizes(self, topic: str) -> list[int]:
+        """The bytes of the records each partition of ``topic`` holds (QueueIndex.stored_bytes)."""
+        cfg = self.topics.get(topic)
+        return [self.queues.get(topic, p).stored_bytes() for p in range(cfg.partitions)]
+
     def read_args(
         self,
         topic: str,

@@ -256,6 +256,11 @@ class Store(LogSurface):
         """(first offset, next offset) of each partition of ``topic``."""
         return self.reads.partition_offsets(topic)
 
+    def partition_sizes(self, topic: str) -> list[int]:
+        """The bytes of the records each partition of ``topic`` holds, from its first to its
+        next offset (as written to the log, before file compression)."""
+        return self.reads.partition_sizes(topic)
+
     # ---- replication hooks (storage_node/replication) ---------------------------------
     def append_copied(self, data: bytes, pos: int, seg: int) -> None:
         """(A follower's copy of this log.) Write ``data``, whole batches copied from the

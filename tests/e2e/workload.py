@@ -4,11 +4,12 @@ It uses only the standard library and msgstore's own Python client, so it runs i
 image as it is: `kubectl exec -i POD -- python3 - COMMAND ARGS < workload.py`. Every command
 prints one JSON document on stdout.
 
-  produce  --topic T --run R --count N [--batch B] [--seconds S [--stop-file F]]
+  produce  --topic T --run R --count N [--batch B] [--seconds S [--stop-file F]] [--key K]
            produces N messages (or keeps going for S seconds, or until the file F exists)
            with one idempotent producer;
-           values are "R:<n>", keys "key-<n % 97>". Prints which values were acknowledged
-           (with partition, offset and message ID) and which batches failed (outcome unknown).
+           values are "R:<n>", keys "key-<n % 97>" (or K for every message). Prints which
+           values were acknowledged (with partition, offset and message ID) and which batches
+           failed (outcome unknown).
   values   --topic T --prefix P
            every stored value starting with P, with its partition and offset.
   digest   --topic T
@@ -63,7 +64,7 @@ def produce(args: argparse.Namespace) -> dict[str, Any]:
         size = args.batch if deadline else min(args.batch, args.count - n)
         values = [f"{args.run}:{i}" for i in range(n, n + size)]
         batch = [
-            {"key": f"key-{i % 97}", "value": v}
+            {"key": args.key or f"key-{i % 97}", "value": v}
             for i, v in zip(range(n, n + size), values, strict=True)
         ]
         n += size
@@ -217,6 +218,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--seconds", type=float, default=0.0)
     p.add_argument("--pause-ms", type=float, default=0.0)
     p.add_argument("--stop-file", help="with --seconds: stop early once this file exists")
+    p.add_argument("--key", help='the key of every message (default: "key-<n %% 97>")')
     p.set_defaults(func=produce)
     v = sub.add_parser("values")
     v.add_argument("--topic", required=True)

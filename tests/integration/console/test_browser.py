@@ -10,7 +10,6 @@ when set (docs/console/ holds the ones docs/CONSOLE.md shows)."""
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
@@ -18,22 +17,17 @@ from urllib.parse import quote
 import pytest
 
 from storage_node.client import Client
+from tests.integration.console.chromium_driver import (
+    By,
+    WebDriverWait,
+    chromium,
+    needs_chromium,
+    wait_for,
+)
 from tests.integration.console.conftest import ORDERS, TOKEN, XSS_KEY
 
-webdriver = pytest.importorskip("selenium.webdriver")
-from selenium.webdriver.chrome.options import Options  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
-
 AXE = Path(__file__).with_name("vendor") / "axe-core-4.14.1.min.js"
-CHROMIUM = shutil.which("chromium")
-DRIVER = shutil.which("chromedriver")
-pytestmark = pytest.mark.skipif(
-    not (CHROMIUM and DRIVER),
-    reason="needs Debian's chromium and chromium-driver (scripts/setup-system.sh)",
-)
+pytestmark = needs_chromium
 
 
 @pytest.fixture(scope="module")
@@ -46,27 +40,8 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
-    options = Options()
-    options.binary_location = CHROMIUM
-    for arg in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1280,1000",
-        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
-    ):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
-    driver.set_page_load_timeout(60)
-    try:
+    with chromium(tmp_path_factory.mktemp("chromium-profile")) as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 @pytest.fixture(scope="module")
@@ -80,10 +55,6 @@ def billing(sample) -> str:
         # some traffic, so the charts of the screenshots have something to draw
         client.produce(ORDERS, [{"key": f"order-{n}", "value": "{}"} for n in range(300, 400)])
     return "billing"
-
-
-def wait_for(driver, css: str):
-    return WebDriverWait(driver, 30).until(ec.presence_of_element_located((By.CSS_SELECTOR, css)))
 
 
 def serious_violations(driver) -> list[str]:

@@ -10,7 +10,10 @@ import subprocess
 import sys
 from urllib.parse import quote
 
+import requests
+
 from storage_node.client import Client
+from storage_node.console.charts import human
 from storage_node.console.views import fmt_ms
 from tests.integration.console.conftest import BINARY_BODY, ORDERS, XSS_KEY, get, rows, text_of
 
@@ -174,6 +177,17 @@ def test_topics_and_topic_page(sample):
         for i in doc["partition_offsets"]
     ]
     assert sum(int(c) for *_, c in shown) == 4 + 60 + 2
+    # each partition's stored bytes, as the node serving it counts them (asked through the
+    # node the console asked: the description gathers them from the other nodes)
+    sizes = re.findall(r'<td class="size"><data value="(\d+)">([^<]+)</data>', page.text)
+    assert [int(v) for v, _ in sizes] == [i["stored_bytes"] for i in doc["partition_offsets"]]
+    assert [text for _, text in sizes] == [human(int(v), "B") for v, _ in sizes]
+    for info, (*_, count) in zip(doc["partition_offsets"], shown, strict=True):
+        served = requests.get(
+            f"{info['owner_address']}/v1/topics/{ORDERS}", params={"scope": "local"}, timeout=30
+        ).json()["partition_offsets"][info["partition"]]
+        assert info["stored_bytes"] == served["stored_bytes"]
+        assert (info["stored_bytes"] > 0) == (int(count) > 0)
 
 
 def test_group_lag_equals_group_describe_sortable_and_lagging_only(sample):

@@ -304,3 +304,27 @@ def test_dir_object_store_ranged_reads(tmp_path):
         with pytest.raises(InvalidArgument):
             objs.put(bad, b"x")
     assert isinstance(open_object_store("file://" + str(tmp_path / "o2")), DirObjectStore)
+
+
+def test_queue_index_stored_bytes_follow_appends_drops_truncates_and_reopens(tmp_path):
+    sizes = np.arange(1, 26) * 10  # entry i: a record of 10 * (i + 1) bytes
+    e = np.zeros(25, dtype=ENTRY_DTYPE)
+    e["pos"], e["size"] = np.cumsum(sizes) - sizes, sizes
+    q = QueueIndex(str(tmp_path / "q"), 10)
+    assert q.stored_bytes() == 0
+    q.append(e[:13])
+    q.sync()
+    assert q.stored_bytes() == int(sizes[:13].sum())  # summed from files and pending entries
+    q.append(e[13:])  # kept from here on
+    assert q.stored_bytes() == int(sizes.sum())
+    q.drop_before(12)  # retention: the first file goes, offsets 10 and 11 are no longer held
+    assert q.first_offset == 12 and q.stored_bytes() == int(sizes[12:].sum())
+    q.truncate(20)  # recovery cuts the tail
+    assert q.stored_bytes() == int(sizes[12:20].sum())
+    q.close()
+    q = QueueIndex(str(tmp_path / "q"), 10)  # reopened: first_offset is the first file's start
+    assert (q.first_offset, q.next_offset) == (10, 20)
+    assert q.stored_bytes() == int(sizes[10:20].sum())
+    q.drop_before(15)
+    assert q.stored_bytes() == int(sizes[15:20].sum())
+    q.close()
