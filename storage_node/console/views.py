@@ -3,7 +3,6 @@ JSON or hex (capped: a body is attacker-controlled and may be megabytes), time f
 
 from __future__ import annotations
 
-import base64
 import json
 import socket
 from dataclasses import dataclass, field
@@ -12,7 +11,7 @@ from typing import Any
 
 from storage_node.errors import InvalidArgument
 from storage_node.formats.message_id import MS_PER_HOUR, parse_msg_id
-from storage_node.wire.message_json import message_fields
+from storage_node.wire.message_json import headers_from_json, message_fields
 
 BODY_CAP = 64 * 1024  # bytes of a body shown on a page; the rest through /messages/{id}/raw
 VIEWS = ("text", "json", "hex")
@@ -36,33 +35,26 @@ class Message:
 
 def message_of(doc: dict[str, Any]) -> Message:
     """A message as the node answers it, its headers as text (``headers_of``)."""
-    return Message(**message_fields(doc), headers=headers_of(doc.get("headers")))
+    return Message(**message_fields(doc), headers=headers_of(doc))
 
 
-def _text(value: Any) -> str:
-    if isinstance(value, dict):  # {"value": text} or {"value_base64": ...}
-        if value.get("value") is not None:
-            return str(value["value"])
-        raw = base64.b64decode(value.get("value_base64") or "")
-        return raw.decode("utf-8", errors="replace")
-    return "" if value is None else str(value)
-
-
-def headers_of(doc: Any) -> list[tuple[str, str]]:
-    """A message's headers (Kafka record headers), as (name, value) text pairs whichever
-    JSON shape the node answers: a list of {"key"/"name", "value"/"value_base64"}, a list
-    of pairs, or an object. Shown as text: they are whoever produced them."""
-    if not doc:
+def headers_of(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """A message's headers (Kafka record headers) as (name, shown value) pairs, read from
+    the node's JSON (``headers``, or ``headers_base64`` when a value is not UTF-8): a UTF-8
+    value as its text, any other as ``hex:`` and its bytes in hex, a null value as empty.
+    Shown as text: they are whoever produced them. A shape the node never sends shows
+    none."""
+    try:
+        pairs = headers_from_json(doc)
+    except ValueError:
         return []
-    if isinstance(doc, dict):
-        return [(str(k), _text(v)) for k, v in doc.items()]
     out = []
-    for item in doc if isinstance(doc, list) else []:
-        if isinstance(item, dict):
-            name = item.get("key", item.get("name", ""))
-            out.append((str(name), _text(item)))
-        elif isinstance(item, list | tuple) and len(item) == 2:
-            out.append((str(item[0]), _text(item[1])))
+    for name, value in pairs:
+        try:
+            shown = "" if value is None else value.decode("utf-8")
+        except UnicodeDecodeError:
+            shown = "hex: " + value.hex(" ") if value is not None else ""
+        out.append((name, shown))
     return out
 
 

@@ -264,3 +264,17 @@ def test_a_stopped_node_makes_a_partial_answer_that_names_it(sample):
         sample.cluster.restart(holder)
     again = get(sample.console, f"/search?topic={ORDERS}&key=order-42")
     assert len(rows(again.text)) == 4
+
+
+def test_a_messages_headers_are_shown_text_as_text_and_binary_as_hex(sample):
+    """Kafka record headers as the node stores them: a UTF-8 value as text (escaped), any
+    other as hex, a null value empty, in order with repeated names kept."""
+    headers = [("trace", b"abc-1"), ("bin", b"\x00\xff"), ("dup", None), ("dup", b"<b>x</b>")]
+    with Client(sample.endpoint) as client:
+        (stored,) = client.produce(ORDERS, [{"key": "headers-1", "value": "v", "headers": headers}])
+    page = get(sample.console, f"/messages/{stored['msg_id']}")
+    assert page.status_code == 200
+    assert rows(page.text, "header-row") == [["abc-1"], ["hex: 00 ff"], [""], ["<b>x</b>"]]
+    names = re.findall(r'<tr class="header-row"><th scope="row">(.*?)</th>', page.text)
+    assert names == ["trace", "bin", "dup", "dup"]
+    assert "<b>x</b>" not in page.text  # escaped
