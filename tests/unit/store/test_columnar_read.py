@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from storage_node.errors import CorruptData, InvalidArgument
 from storage_node.store import MessageIn, Store, TopicConfig
-from storage_node.store.columnar import among
+from storage_node.store.columnar import SpanMemo, among
 from storage_node.store.read_batch import ReadBatch
 from storage_node.store.types import Message
 from tests.unit.store.conftest import small_config
@@ -395,3 +395,38 @@ def test_among_is_membership_in_a_sorted_pool(values: list[int], pool: list[int]
     got = among(np.array(values, dtype=np.int64), sorted_pool)
     assert got.dtype == bool
     assert got.tolist() == np.isin(values, sorted_pool).tolist()
+
+
+def test_reads_sharing_a_memo_read_the_log_once_and_answer_as_alone() -> None:
+    """``Store.read_columns(..., memo=)`` (the Kafka Fetch's reads of one request): the
+    partitions of batches written together lie in the same frames, so with one memo the
+    second partition's read finds every span it needs already fetched and checked, and each
+    page equals that partition's read alone."""
+    with tempfile.TemporaryDirectory() as tmp:
+        s = Store.open(small_config(os.path.join(tmp, "d")))
+        try:
+            s.create_topic(TopicConfig("m", 2, "lz4"))
+            for b in range(20):  # one batch holds rows of both partitions
+                s.append(
+                    "m", [MessageIn(b"%d-%d" % (b, i) * 9, partition=i % 2) for i in range(60)]
+                )
+            s.seal_active()
+            fetched: list[int] = []
+            span = s.log.span
+
+            def counted(pos: int, want_end: int):  # noqa: ANN202 - the log's own signature
+                fetched.append(pos)
+                return span(pos, want_end)
+
+            s.log.span = counted  # type: ignore[method-assign]
+            memo = SpanMemo()
+            first = s.read_columns("m", 0, 0, 10_000, 1 << 30, memo=memo)
+            after_first = len(fetched)
+            second = s.read_columns("m", 1, 0, 10_000, 1 << 30, memo=memo)
+            assert after_first > 0 and len(fetched) == after_first  # nothing read again
+            alone = s.read_columns("m", 1, 0, 10_000, 1 << 30)
+            assert len(fetched) > after_first  # without the memo the log is read
+            assert as_messages(second) == as_messages(alone) and len(second) == 600
+            assert as_messages(first) == as_messages(s.read_columns("m", 0, 0, 10_000, 1 << 30))
+        finally:
+            s.close()
