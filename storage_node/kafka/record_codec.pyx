@@ -2,7 +2,9 @@
 """The records of a Kafka v2 record batch to and from the store's packed columns, compiled.
 
 Kafka's record is a run of zig-zag varints around the key, the value and the headers, one
-record after another (Kafka's protocol guide, "Record"). Python reads or writes them one
+record after another (Kafka's protocol guide, "Record"); reading follows Kafka's own
+``DefaultRecord.readFrom``: the attributes are one byte, the timestamp delta a varlong (at
+most 10 bytes), every other number a varint (at most 5 bytes, an int32). Python reads or writes them one
 record at a time at a few microseconds each (aiokafka's Cython codec makes a Python object
 per record and per header), which made the codec the Kafka listener's largest cost
 (docs/PERFORMANCE.md). Here both directions are one C loop over the rows, reading from and
@@ -70,6 +72,30 @@ cdef inline Py_ssize_t get_varint(
             break
         shift += 7
     value[0] = <int64_t>(z >> 1) ^ -(<int64_t>(z & 1))
+    return pos
+
+
+cdef inline Py_ssize_t get_varint32(
+    const uint8_t* data, Py_ssize_t pos, Py_ssize_t end, int64_t* value
+) noexcept nogil:
+    """Kafka's ``varint`` (ByteUtils.readVarint): at most 5 bytes, the value an int32 (bits
+    past 32 dropped, as Java's int arithmetic does); -1 when cut or longer."""
+    cdef uint32_t z = 0
+    cdef int shift = 0
+    cdef uint8_t b
+    while True:
+        if pos >= end:
+            return -1
+        b = data[pos]
+        pos += 1
+        if b < 0x80:
+            break
+        z |= (<uint32_t>(b & 0x7F)) << shift
+        shift += 7
+        if shift > 28:
+            return -1
+    z |= (<uint32_t>b) << shift
+    value[0] = <int64_t>(<int32_t>((z >> 1) ^ (-(<int32_t>(z & 1)))))
     return pos
 
 
@@ -267,7 +293,7 @@ def decode_records(const uint8_t[::1] data not None, Py_ssize_t count):
 
     Returns ``(keys, key_lens, values, value_lens, timestamp_deltas, headers, header_lens,
     special)``: key and value blobs with their lengths (-1: a null key; a null value is
-    stored empty, length 0); each record's other headers in the store's form
+    stored empty, length 0; any negative length is null, as Kafka reads it); each record's other headers in the store's form
     (``headers`` is None when no record has any; length -1 for none); ``special`` lists
     ``(row, name, value)`` for every ``msgstore.tag`` / ``msgstore.msg_id`` header with a
     value, in order, which set the message's tag and ID instead of being stored.
@@ -293,7 +319,7 @@ def decode_records(const uint8_t[::1] data not None, Py_ssize_t count):
     cdef const char* problem = NULL
     with nogil:
         for i in range(count):
-            pos = get_varint(d, pos, end, &length)
+            pos = get_varint32(d, pos, end, &length)
             if pos < 0 or length < 0 or pos + length > end:
                 problem = "a record's length is cut or wrong"
                 break
@@ -307,21 +333,23 @@ def decode_records(const uint8_t[::1] data not None, Py_ssize_t count):
                 problem = "a record's timestamp delta is cut"
                 break
             ts[i] = value
-            pos = get_varint(d, pos, rec_end, &value)  # offset delta (the order is the row's)
+            pos = get_varint32(d, pos, rec_end, &value)  # offset delta (the order is the row's)
             if pos < 0:
                 problem = "a record's offset delta is cut"
                 break
-            pos = get_varint(d, pos, rec_end, &value)
-            if pos < 0 or value < -1 or pos + (value if value > 0 else 0) > rec_end:
+            pos = get_varint32(d, pos, rec_end, &value)
+            if pos < 0 or pos + (value if value > 0 else 0) > rec_end:
                 problem = "a record's key is cut or has a wrong length"
                 break
+            if value < 0:
+                value = -1  # any negative length is a null key, as Kafka reads it
             key_lens[i] = value
             key_at[i] = pos
             if value > 0:
                 pos += value
                 total_keys += value
-            pos = get_varint(d, pos, rec_end, &value)
-            if pos < 0 or value < -1 or pos + (value if value > 0 else 0) > rec_end:
+            pos = get_varint32(d, pos, rec_end, &value)
+            if pos < 0 or pos + (value if value > 0 else 0) > rec_end:
                 problem = "a record's value is cut or has a wrong length"
                 break
             value_at[i] = pos
@@ -329,20 +357,20 @@ def decode_records(const uint8_t[::1] data not None, Py_ssize_t count):
                 pos += value
                 total_values += value
             value_lens[i] = value if value > 0 else 0
-            pos = get_varint(d, pos, rec_end, &n_headers)
+            pos = get_varint32(d, pos, rec_end, &n_headers)
             if pos < 0 or n_headers < 0:
                 problem = "a record's header count is cut or negative"
                 break
             headers_n[i] = n_headers
             headers_at[i] = pos if n_headers else -1
             for j in range(n_headers):
-                pos = get_varint(d, pos, rec_end, &name_len)
+                pos = get_varint32(d, pos, rec_end, &name_len)
                 if pos < 0 or name_len < 0 or pos + name_len > rec_end:
                     problem = "a header name is cut or has a wrong length"
                     break
                 pos += name_len
-                pos = get_varint(d, pos, rec_end, &value_len)
-                if pos < 0 or value_len < -1 or pos + (value_len if value_len > 0 else 0) > rec_end:
+                pos = get_varint32(d, pos, rec_end, &value_len)
+                if pos < 0 or pos + (value_len if value_len > 0 else 0) > rec_end:
                     problem = "a header value is cut or has a wrong length"
                     break
                 if value_len > 0:
@@ -387,11 +415,11 @@ def decode_records(const uint8_t[::1] data not None, Py_ssize_t count):
         hpos = headers_at[i]
         before = len(stored)
         for j in range(headers_n[i]):
-            hpos = get_varint(d, hpos, end, &name_len)
+            hpos = get_varint32(d, hpos, end, &name_len)
             name = bytes(data[hpos:hpos + name_len])
             hpos += name_len
             name.decode("utf-8")  # UnicodeDecodeError (a ValueError) names the problem
-            hpos = get_varint(d, hpos, end, &value_len)
+            hpos = get_varint32(d, hpos, end, &value_len)
             if value_len >= 0 and (name == TAG_NAME or name == MSG_ID_NAME):
                 special.append((i, name, bytes(data[hpos:hpos + value_len])))
                 hpos += value_len
@@ -400,7 +428,7 @@ def decode_records(const uint8_t[::1] data not None, Py_ssize_t count):
                 raise HeadersTooLong(f"record {i}: headers longer than {MAX_HEADER_BYTES} bytes")
             stored += int(name_len).to_bytes(2, "little")
             stored += name
-            stored += int(value_len).to_bytes(4, "little", signed=True)
+            stored += int(max(value_len, -1)).to_bytes(4, "little", signed=True)  # null
             if value_len > 0:
                 stored += data[hpos:hpos + value_len]
                 hpos += value_len
