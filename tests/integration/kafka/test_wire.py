@@ -23,18 +23,24 @@ from tests.integration.kafka.wire import Wire, record_batch
 TIMEOUT = datetime.timedelta(seconds=10)
 
 
-def produce(wire: Wire, topic: str, batch: bytes, partition: int = 0, acks: int = -1):
-    request = ProduceRequest(
+def produce_request(topic: str, batches: dict, acks: int = -1) -> ProduceRequest:
+    """One Produce of one topic: ``{partition: record batch}``."""
+    return ProduceRequest(
         acks=acks,
         timeout=TIMEOUT,
         topic_data=(
             TopicProduceData(
                 name=topic,
-                partition_data=(PartitionProduceData(index=partition, records=bytes(batch)),),
+                partition_data=tuple(
+                    PartitionProduceData(index=p, records=bytes(b)) for p, b in batches.items()
+                ),
             ),
         ),
     )
-    (topic_answer,) = wire.call(request).responses
+
+
+def produce(wire: Wire, topic: str, batch: bytes, partition: int = 0, acks: int = -1):
+    (topic_answer,) = wire.call(produce_request(topic, {partition: batch}, acks)).responses
     (answer,) = topic_answer.partition_responses
     return answer
 
@@ -178,20 +184,7 @@ def test_random_frames_never_store_anything(kafka_node: KafkaNode, request):
         )
         if rnd.random() < 0.3:  # a real produce body with a bit flipped inside the batch
             wire = Wire(kafka_node.kafka_port)
-            frame = bytearray(
-                wire.frame(
-                    ProduceRequest(
-                        acks=1,
-                        timeout=TIMEOUT,
-                        topic_data=(
-                            TopicProduceData(
-                                name=topic,
-                                partition_data=(PartitionProduceData(index=0, records=good),),
-                            ),
-                        ),
-                    )
-                )
-            )
+            frame = bytearray(wire.frame(produce_request(topic, {0: good}, acks=1)))
             # from the magic byte on: the CRC covers the batch from its attributes, and the
             # base offset and leader epoch before the magic are not checked (as in Kafka)
             at = rnd.randrange(len(frame) - len(good) + 16, len(frame))
@@ -305,21 +298,7 @@ def test_a_bad_record_in_one_partition_of_a_request_fails_only_that_partition(
     wire = Wire(kafka_node.kafka_port)
     try:
         for _round in range(2):
-            answer = wire.call(
-                ProduceRequest(
-                    acks=1,
-                    timeout=TIMEOUT,
-                    topic_data=(
-                        TopicProduceData(
-                            name=topic,
-                            partition_data=tuple(
-                                PartitionProduceData(index=p, records=bytes(b))
-                                for p, b in batches.items()
-                            ),
-                        ),
-                    ),
-                )
-            )
+            answer = wire.call(produce_request(topic, batches, acks=1))
             got = {
                 p.index: (p.error_code, p.base_offset)
                 for p in answer.responses[0].partition_responses
