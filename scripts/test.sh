@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
-# `make test`: lint, then every test once, in two pytest processes side by side
+# `make test`: lint, then every test once, in three pytest processes side by side
 # (docs/TESTING.md#make-test):
 #   cluster  -m "kind or e2e or images": the kind cluster's tests and the image tests (which
 #            build the same images). Mostly waits on builds, pods and the cluster's own
 #            processes. One kind cluster with fixed host ports per machine, so it holds
-#            $MSGSTORE_KIND_LOCK (flock) while it runs; its output goes to a file, printed
-#            whole at the end.
-#   rest     every other test, on this terminal, started once the lint is done.
+#            $MSGSTORE_KIND_LOCK (flock) while it runs.
+#   clients  -m "kafka or console or spark": Kafka's clients, the console's browser and Spark
+#            against node processes; mostly waits on JVMs, Chromium and nodes. Started once
+#            the lint and the Maven jars are done.
+#   rest     every other test, on this terminal, started with the clients.
 # The cluster process starts first, so its builds (Docker engine, kind node image, images)
 # overlap the lint and the other tests; Kafka's jars and Spark's Kafka source (Maven) are
-# fetched during the lint.
-# The exit status is 0 only when the lint and both processes passed.
+# fetched during the lint. The two background processes write to files, printed whole at the
+# end; each process also writes a JUnit XML file (per-test durations) beside them.
+# The exit status is 0 only when the lint and every process passed.
 #
-# Usage: scripts/test.sh [PYTEST_ARGS...]   (extra arguments go to both pytest processes)
+# Usage: scripts/test.sh [PYTEST_ARGS...]   (extra arguments go to every pytest process)
 #   PY                     the Python of the virtualenv (default: .venv/bin/python)
-#   MSGSTORE_TEST_OUT      where the cluster process' output and build logs go
-#                          (default: $TMPDIR/msgstore-test)
+#   MSGSTORE_TEST_OUT      where the background processes' output, the JUnit files and build
+#                          logs go (default: $TMPDIR/msgstore-test)
 #   MSGSTORE_KIND_LOCK     the lock of the machine's kind cluster (default: $TMPDIR/msgstore-kind.lock)
 set -uo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -25,6 +28,7 @@ TMP=${TMPDIR:-/tmp}
 OUT=${MSGSTORE_TEST_OUT:-$TMP/msgstore-test}
 LOCK=${MSGSTORE_KIND_LOCK:-$TMP/msgstore-kind.lock}
 CLUSTER_TESTS="kind or e2e or images"
+CLIENT_TESTS="kafka or console or spark"
 mkdir -p "$OUT"
 started=$(date +%s)
 elapsed() { echo "$(($(date +%s) - started)) s"; }
@@ -34,8 +38,8 @@ if ! flock -n "$LOCK" true; then
   echo "[test] another kind run holds $LOCK: the cluster tests wait for it" >&2
 fi
 MSGSTORE_TEST_BUILD_LOG="$OUT/builds-cluster.log" flock -o "$LOCK" \
-  "$PY" -m pytest -q -rs -p no:cacheprovider --durations=15 -m "$CLUSTER_TESTS" "$@" \
-  >"$OUT/cluster.log" 2>&1 &
+  "$PY" -m pytest -q -rs -p no:cacheprovider --durations=15 --junitxml="$OUT/cluster.xml" \
+  -m "$CLUSTER_TESTS" "$@" >"$OUT/cluster.log" 2>&1 &
 cluster_pid=$!
 echo "[test] cluster tests (-m '$CLUSTER_TESTS') started in a second pytest process;" \
   "follow them with: tail -f $OUT/cluster.log" >&2
@@ -53,18 +57,34 @@ if ! wait "$jars_pid"; then
   tail -n 20 "$OUT/kafka-jars.log" >&2
 fi
 
+MSGSTORE_TEST_BUILD_LOG="$OUT/builds-clients.log" \
+  "$PY" -m pytest -q -rs -p no:cacheprovider --durations=15 --junitxml="$OUT/clients.xml" \
+  -m "($CLIENT_TESTS) and not ($CLUSTER_TESTS)" "$@" >"$OUT/clients.log" 2>&1 &
+clients_pid=$!
+echo "[test] Kafka client, console and Spark tests (-m '$CLIENT_TESTS') started in a third" \
+  "pytest process; follow them with: tail -f $OUT/clients.log" >&2
+
 MSGSTORE_TEST_BUILD_LOG="$OUT/builds-rest.log" \
-  "$PY" -m pytest -q -rs -p no:cacheprovider --durations=25 -m "not ($CLUSTER_TESTS)" "$@"
+  "$PY" -m pytest -q -rs -p no:cacheprovider --durations=25 --junitxml="$OUT/rest.xml" \
+  -m "not ($CLUSTER_TESTS or $CLIENT_TESTS)" "$@"
 rest=$?
-((rest == 5)) && rest=0 # no test selected (arguments that name only cluster tests)
-echo "[test] other tests done after $(elapsed) (exit $rest); waiting for the cluster tests" >&2
+((rest == 5)) && rest=0 # no test selected (arguments that name only other processes' tests)
+echo "[test] other tests done after $(elapsed) (exit $rest); waiting for the others" >&2
+wait "$clients_pid"
+clients=$?
+((clients == 5)) && clients=0
+echo "[test] client tests done after $(elapsed) (exit $clients)" >&2
 wait "$cluster_pid"
 cluster=$?
 ((cluster == 5)) && cluster=0
 
 echo
+echo "==== client tests (-m '$CLIENT_TESTS', third pytest process): $OUT/clients.log ===="
+cat "$OUT/clients.log"
+echo
 echo "==== cluster tests (-m '$CLUSTER_TESTS', second pytest process): $OUT/cluster.log ===="
 cat "$OUT/cluster.log"
 echo "==== make test: lint $([[ $lint == 0 ]] && echo passed || echo FAILED)," \
-  "other tests exit $rest, cluster tests exit $cluster; $(elapsed) in all ===="
-[[ $lint == 0 && $rest == 0 && $cluster == 0 ]]
+  "other tests exit $rest, client tests exit $clients, cluster tests exit $cluster;" \
+  "$(elapsed) in all ===="
+[[ $lint == 0 && $rest == 0 && $clients == 0 && $cluster == 0 ]]

@@ -34,6 +34,8 @@ MARKERS_OF_FOLDER: dict[str, tuple[str, ...]] = {
     "integration/controlplane": ("integration", "k8s"),
     "integration/helm": ("integration", "k8s"),
     "integration/k8s": ("integration", "k8s"),
+    "integration/kafka": ("integration", "kafka"),
+    "integration/console": ("integration", "console"),
     "integration/images": ("integration", "images"),
     "integration/kind": ("integration", "kind"),
     "integration/s3": ("integration", "s3"),
