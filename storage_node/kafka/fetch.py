@@ -9,6 +9,20 @@ answer waits, up to ``max_wait_ms``, for an append to one of the partitions and 
 as the HTTP fetch does. Fetch sessions (KIP-227) are declined: every answer has session id 0,
 so clients send full fetches. The high watermark is the partition's next offset on the
 leader; the log start offset its first.
+
+Read-ahead. A consumer that is behind fetches the same partitions again from where the last
+answer ended, as soon as it has that answer. So when an answer leaves records behind in
+one of its partitions, the next page of every partition is read at once, in the pool,
+while the answer is sent and the client works through it (``ReadAhead``, one per
+connection). The next Fetch takes it when it asks exactly that (the same partitions,
+offsets and limits), after the same checks as any Fetch (ACL, leader, epoch); the answer's
+log start offset and high watermark are read anew, and a read-ahead whose pages the
+partition no longer holds (retention moved past them, the log was cut) or that is older
+than READ_AHEAD_MAX_AGE_S is dropped and read again. The answers held ahead take at most
+READ_AHEAD_MAX_BYTES of the node's memory (estimated by the answer before them). A
+connection whose Fetches keep asking something else (a client that fetches other subsets
+of its partitions each time) reads ahead less and less often: after n misses in a row, not
+for the next 2**n Fetches (at most 64).
 """
 
 from __future__ import annotations
@@ -30,6 +44,8 @@ from storage_node.store.columnar import ReadBatch, SpanMemo
 
 NO_THROTTLE = datetime.timedelta(0)
 MAX_WAIT_MS = 30_000
+READ_AHEAD_MAX_AGE_S = 5.0
+READ_AHEAD_MAX_BYTES = 64 << 20  # answers read ahead, over all connections of the node
 
 
 @dataclass
@@ -42,6 +58,7 @@ class Wanted:
     error: ErrorCode = ErrorCode.none
     first: int = -1
     high: int = -1
+    next: int = -1  # where the answer's page ended (the next fetch offset)
     records: bytes | bytearray = b""
     events: list[asyncio.Event] = field(default_factory=list)
 
@@ -76,7 +93,7 @@ def read_all(wanted: list[Wanted], max_bytes: int) -> int:
             offsets[key] = w.store.partition_offsets(w.topic)
         w.first, w.high = offsets[key][w.partition]
         if w.offset == w.high or budget <= 0:
-            w.records = b""
+            w.records, w.next = b"", w.offset
             continue
         try:
             page = w.store.read_columns(
@@ -91,6 +108,7 @@ def read_all(wanted: list[Wanted], max_bytes: int) -> int:
             w.error = error_code(exc)
             continue
         w.records = encode_page(page)
+        w.next = page.next_offset
         budget -= len(w.records)
         total += len(w.records)
     return total
@@ -117,18 +135,28 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 w.error = epoch_check(ctx.node, w.topic, cfg.partitions, w.partition, p)
             except MsgStoreError as exc:
                 w.error = error_code(exc)
+    max_bytes = int(getattr(request, "max_bytes", 2**31 - 1))
+    ahead = ReadAhead.take(ctx, wanted, max_bytes)
+    if ahead is None or not await ahead.answer(wanted, int(request.min_bytes)):
+        await read_or_wait(service, wanted, request, max_bytes)
+    ReadAhead.start(ctx, wanted, max_bytes)
+    return _answer(ctx, wanted, ErrorCode.none)
+
+
+async def read_or_wait(service: Any, wanted: list[Wanted], request: Any, max_bytes: int) -> None:
+    """Read every partition; when less than ``min_bytes`` came, wait (up to ``max_wait``)
+    for an append to one of them and read again."""
     wait_ms = min(int(request.max_wait.total_seconds() * 1000), MAX_WAIT_MS)
     deadline = time.monotonic() + wait_ms / 1000
     min_bytes = int(request.min_bytes)
-    max_bytes = int(getattr(request, "max_bytes", 2**31 - 1))
     while True:
         events = [service.events.event(w.topic, w.partition) for w in wanted if w.store is not None]
         got = await service.in_thread(read_all, wanted, max_bytes)
         left = deadline - time.monotonic()
         if got >= min_bytes or left <= 0 or not events:
-            break
+            return
         if any(w.error != ErrorCode.none for w in wanted):
-            break  # an error answers at once, as Kafka does
+            return  # an error answers at once, as Kafka does
         waits = [asyncio.ensure_future(e.wait()) for e in events]
         try:
             await asyncio.wait(waits, timeout=left, return_when=asyncio.FIRST_COMPLETED)
@@ -136,8 +164,110 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             for task in waits:
                 task.cancel()
         if not any(e.is_set() for e in events):
-            break
-    return _answer(ctx, wanted, ErrorCode.none)
+            return
+
+
+class ReadAhead:
+    """The next pages of a connection's partitions, read while its last answer is sent."""
+
+    held_bytes = 0  # estimated bytes of every ReadAhead not yet taken (READ_AHEAD_MAX_BYTES)
+
+    def __init__(self, key: tuple[Any, ...], wanted: list[Wanted], estimate: int) -> None:
+        self.key = key
+        self.wanted = wanted
+        self.estimate = estimate
+        self.started = time.monotonic()
+        self.task: asyncio.Future[int] | None = None
+        ReadAhead.held_bytes += estimate
+
+    @staticmethod
+    def key_of(wanted: list[Wanted], max_bytes: int) -> tuple[Any, ...]:
+        return (
+            max_bytes,
+            *((w.topic, w.partition, w.offset, w.max_bytes, id(w.store)) for w in wanted),
+        )
+
+    @classmethod
+    def start(cls, ctx: RequestContext, wanted: list[Wanted], max_bytes: int) -> None:
+        """After an answer that left records behind and has no error: read the next pages."""
+        conn = ctx.connection
+        if conn is None or any(w.error != ErrorCode.none for w in wanted):
+            return
+        if conn.read_ahead_skip > 0:
+            conn.read_ahead_skip -= 1
+            return
+        if not any(0 <= w.next < w.high for w in wanted):
+            return  # nothing left behind: the consumer is caught up (its next Fetch waits)
+        estimate = sum(len(w.records) for w in wanted)
+        if cls.held_bytes + estimate > READ_AHEAD_MAX_BYTES:
+            return
+        nxt = [Wanted(w.topic, w.partition, w.next, w.max_bytes, w.store) for w in wanted]
+        ahead = cls(cls.key_of(nxt, max_bytes), nxt, estimate)
+        ahead.task = asyncio.ensure_future(ctx.node.partitions.in_thread(read_all, nxt, max_bytes))
+        conn.read_ahead = ahead
+
+    @classmethod
+    def take(cls, ctx: RequestContext, wanted: list[Wanted], max_bytes: int) -> ReadAhead | None:
+        """The connection's read-ahead if this Fetch asks exactly what it read (and no
+        partition of it has an error); it is dropped either way."""
+        conn = ctx.connection
+        ahead = None if conn is None else conn.read_ahead
+        if conn is None or ahead is None:
+            return None
+        conn.read_ahead = None
+        if ahead.key != cls.key_of(wanted, max_bytes):
+            conn.read_ahead_misses += 1
+            conn.read_ahead_skip = min(64, 2**conn.read_ahead_misses)
+            ahead.cancel()
+            return None
+        conn.read_ahead_misses = 0
+        fresh = time.monotonic() - ahead.started <= READ_AHEAD_MAX_AGE_S
+        if not fresh or any(w.error != ErrorCode.none for w in wanted):
+            ahead.cancel()
+            return None
+        return ahead
+
+    async def answer(self, wanted: list[Wanted], min_bytes: int) -> bool:
+        """Fill ``wanted`` from the pages read ahead: False (nothing filled) when they hold
+        fewer than ``min_bytes`` (at least one), failed, or the partitions no longer hold
+        them."""
+        try:
+            assert self.task is not None
+            got = await self.task
+        except Exception:  # noqa: BLE001 - a failed read-ahead is read again, and fails there
+            return False
+        finally:
+            self.release()
+        if got < max(1, min_bytes) or any(w.error != ErrorCode.none for w in self.wanted):
+            return False
+        offsets: dict[tuple[int, str], list[tuple[int, int]]] = {}
+        for w in self.wanted:
+            key = (id(w.store), w.topic)
+            try:
+                if key not in offsets:
+                    offsets[key] = w.store.partition_offsets(w.topic)
+            except MsgStoreError:
+                return False
+            first, high = offsets[key][w.partition]
+            if first > w.offset or high < w.next:  # retention or a cut log passed them
+                return False
+        for w, a in zip(wanted, self.wanted, strict=True):
+            w.first, w.high = offsets[(id(a.store), a.topic)][a.partition]
+            w.records, w.next = a.records, a.next
+        return True
+
+    def release(self) -> None:
+        if self.estimate:
+            ReadAhead.held_bytes -= self.estimate
+            self.estimate = 0
+
+    def cancel(self) -> None:
+        task = self.task
+        if task is not None:
+            if task.done() and not task.cancelled():
+                task.exception()  # retrieved: a failed read-ahead is not reported
+            task.cancel()  # a read already running finishes in the pool, unused
+        self.release()
 
 
 def _answer(ctx: RequestContext, wanted: list[Wanted], top: ErrorCode) -> Any:

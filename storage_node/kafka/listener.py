@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
 import logging
 import ssl
 import struct
@@ -34,7 +33,7 @@ from kio.serial import entity_reader, entity_writer
 from storage_node.kafka.acl import Guard
 from storage_node.kafka.apis import HANDLER_MODULES
 from storage_node.kafka.node import KafkaNode
-from storage_node.kafka.registry import ApiTable, RequestContext
+from storage_node.kafka.registry import ApiTable, ConnectionState, RequestContext
 from storage_node.kafka.sasl import PRE_AUTH_MAX_BYTES, Session, authenticate
 
 log = logging.getLogger("msgstore.kafka")
@@ -42,6 +41,12 @@ log = logging.getLogger("msgstore.kafka")
 API_VERSIONS_KEY = 18
 _SIZE = struct.Struct(">i")
 _HEAD = struct.Struct(">hhi")  # api key, api version, correlation id
+# An answer goes to the transport this many bytes at a time, each piece sent once the one
+# before it has left: asyncio's transport (3.11) keeps what a send did not take in a
+# bytearray and moves its rest down after every send, so a 6 MB Fetch answer written whole
+# costs a memmove of megabytes per send.
+SEND_PIECE = 256 * 1024
+Buffer = bytes | bytearray | memoryview
 
 
 class BadRequest(Exception):
@@ -99,6 +104,7 @@ class KafkaListener:
         peer = writer.get_extra_info("peername")
         authorizer = self.node.runtime.authorizer
         session = Session(required=authorizer.required)
+        connection = ConnectionState()
         try:
             while True:
                 try:
@@ -122,12 +128,11 @@ class KafkaListener:
                     failure = authenticate(session, authorizer, frame)
                     if failure is not None:
                         raise BadRequest(f"SASL authentication failed: {failure}")
-                    answer: bytes | None = _SIZE.pack(0)
+                    answer: list[Buffer] | None = [_SIZE.pack(0)]
                 else:
-                    answer = await self._answer(frame, peer, session)
+                    answer = await self._answer(frame, peer, session, connection)
                 if answer is not None:
-                    writer.write(answer)
-                    await writer.drain()
+                    await send(writer, answer)
                 if session.close_reason is not None:
                     raise BadRequest(session.close_reason)
         except BadRequest as exc:
@@ -137,12 +142,15 @@ class KafkaListener:
         except Exception:  # noqa: BLE001 - one connection's failure never stops the listener
             log.exception("kafka: closing the connection from %s after an error", peer)
         finally:
+            connection.close()
             self._connections.discard(task)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _answer(self, frame: bytes, peer: Any, session: Session) -> bytes | None:
+    async def _answer(
+        self, frame: bytes, peer: Any, session: Session, connection: ConnectionState
+    ) -> list[Buffer] | None:
         """The framed answer to one request (None: the request gets no answer)."""
         api_key, version, correlation_id = _HEAD.unpack_from(frame)
         api = self.table.get(api_key)
@@ -178,6 +186,7 @@ class KafkaListener:
         ctx = RequestContext(api_key, version, correlation_id, header.client_id, self.node, module)
         ctx.client_host = f"/{peer[0]}" if isinstance(peer, tuple) else ""
         ctx.session = session
+        ctx.connection = connection
         source = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else ""
         ctx.guard = Guard(authorizer, session.principal, api_key, source)
         ctx.listener = self.listener
@@ -186,21 +195,57 @@ class KafkaListener:
             return None
         return encode_response(correlation_id, response)
 
-    def _unsupported_api_versions(self, correlation_id: int) -> bytes:
+    def _unsupported_api_versions(self, correlation_id: int) -> list[Buffer]:
         """ApiVersions v0 with UNSUPPORTED_VERSION and the versions we have (KIP-511)."""
         from storage_node.kafka.api_versions import unsupported_answer
 
         return encode_response(correlation_id, unsupported_answer(self.table))
 
 
-def encode_response(correlation_id: int, response: Any) -> bytes:
-    """Size, response header (its version from the response's schema), body."""
+class AnswerParts:
+    """What kio's writer writes, as a list of buffers: small fields are joined, a large
+    value (a Fetch answer's record batches) is kept by reference, not copied."""
+
+    BIG = 64 * 1024
+
+    def __init__(self) -> None:
+        self.parts: list[Buffer] = []
+        self._small = bytearray(4)  # the size, filled in by ``done``
+        self.size = 0
+
+    def write(self, data: Buffer) -> int:
+        n = len(data)
+        if n >= self.BIG:
+            self.parts.append(self._small)
+            self.parts.append(data)
+            self._small = bytearray()
+        else:
+            self._small += data
+        self.size += n
+        return n
+
+    def done(self) -> list[Buffer]:
+        parts = [*self.parts, self._small] if self._small else self.parts
+        _SIZE.pack_into(parts[0], 0, self.size)  # parts[0] is the first bytearray
+        return parts
+
+
+def encode_response(correlation_id: int, response: Any) -> list[Buffer]:
+    """Size, response header (its version from the response's schema), body: the buffers
+    to send, in order."""
     header_type: Any = type(response).__header_schema__
-    buf = io.BytesIO()
-    buf.write(b"\0\0\0\0")
-    entity_writer(header_type)(buf, header_type(correlation_id=correlation_id))
-    entity_writer(type(response))(buf, response)
-    data = buf.getbuffer()
-    _SIZE.pack_into(data, 0, len(data) - 4)
-    del data
-    return buf.getvalue()
+    parts = AnswerParts()
+    out: Any = parts  # kio writes to anything with ``write``
+    entity_writer(header_type)(out, header_type(correlation_id=correlation_id))
+    entity_writer(type(response))(out, response)
+    return parts.done()
+
+
+async def send(writer: asyncio.StreamWriter, parts: list[Buffer]) -> None:
+    """Write an answer's buffers, SEND_PIECE bytes at a time, each after the transport has
+    sent all but its low-water mark of the ones before (``drain``)."""
+    for part in parts:
+        view = memoryview(part)
+        for at in range(0, len(view), SEND_PIECE):
+            writer.write(view[at : at + SEND_PIECE])
+            await writer.drain()

@@ -27,6 +27,21 @@ class Api:
 
 
 @dataclass
+class ConnectionState:
+    """What the requests of one connection share besides its SASL session: the Fetch
+    answer read ahead for it (kafka.fetch.ReadAhead), dropped when the connection ends."""
+
+    read_ahead: Any = None
+    read_ahead_misses: int = 0  # read-aheads in a row that the next Fetch did not ask for
+    read_ahead_skip: int = 0  # Fetches to answer before reading ahead again
+
+    def close(self) -> None:
+        if self.read_ahead is not None:
+            self.read_ahead.cancel()
+            self.read_ahead = None
+
+
+@dataclass
 class RequestContext:
     """One request as a handler sees it: the header's fields, the node, the answer's schema."""
 
@@ -38,6 +53,7 @@ class RequestContext:
     response_module: ModuleType = field(repr=False)
     client_host: str = ""  # "/ADDRESS" of the connection, as Kafka names it (DescribeGroups)
     session: Any = None  # the connection's SASL state (kafka.sasl.Session)
+    connection: ConnectionState | None = None  # None: not from a listener's connection
     # the ACL checks of this request (kafka.acl): a handler asks it before it touches a
     # topic or group; the default (no principal) refuses everything
     guard: Guard = field(default_factory=lambda: Guard(None, None, -1))
