@@ -4,7 +4,16 @@ broker and a msgstore node, both started by this run on 127.0.0.1.
 The broker is `kafka_2.13` from Maven Central (bench/java/pom.xml, classpath from
 scripts/kafka-jars.sh), single-node KRaft (broker and controller in one JVM, -Xmx1G), its log
 directory formatted with `kafka-storage format` in a temporary directory. The msgstore node is
-`msgstore serve --kafka-port` with its defaults. Each round makes a fresh topic on both with
+`msgstore serve --kafka-port` with its defaults but one, the acknowledgement's durability,
+set alike on both (--durability):
+  page-cache  (the default) an acknowledged batch is in the server's memory and the page
+              cache, fsynced later: Apache Kafka's own default (no log.flush.interval.*),
+              msgstore's `async` flush mode (MSGSTORE_FLUSH_MODE=async; its fsync follows
+              within async_fsync_interval_ms)
+  fsync       an acknowledged batch is fsynced: msgstore's default `sync` flush mode (one
+              group-committed fsync per batch of appends), Kafka with
+              log.flush.interval.messages=1 (an fsync of the partition at every append)
+Each round makes a fresh topic on both with
 Apache Kafka's TopicCommand, runs ProducerPerformance (100-byte records, acks=1,
 linger.ms=5, batch.size=65536, no throughput cap) and then ConsumerPerformance over it, on
 Kafka and msgstore in turns (the order flips each round), and deletes the topic. A warm-up
@@ -28,6 +37,7 @@ Prints JSON lines:
 
 Usage: python bench/kafka.py [--quick] [--rounds 3] [--messages 2000000] [--partitions 6]
        [--partitions-curve 6,600,6000] [--skip-main] [--warmup-messages N] [--profile DIR]
+       [--durability page-cache|fsync]
 """
 
 from __future__ import annotations
@@ -153,7 +163,13 @@ class Server:
     log: Path
 
 
-def start_kafka(java: Java, workdir: Path) -> Server:
+DURABILITY = {  # --durability: (Kafka's extra settings, msgstore's flush mode)
+    "page-cache": ([], "async"),
+    "fsync": (["log.flush.interval.messages=1"], "sync"),
+}
+
+
+def start_kafka(java: Java, workdir: Path, durability: str) -> Server:
     """A single-node KRaft broker+controller on 127.0.0.1, its log dir formatted first."""
     port = free_port()
     controller = free_port(taken={port})
@@ -178,6 +194,7 @@ def start_kafka(java: Java, workdir: Path) -> Server:
                 "share.coordinator.state.topic.replication.factor=1",
                 "share.coordinator.state.topic.min.isr=1",
                 "delete.topic.enable=true",
+                *DURABILITY[durability][0],
                 "",
             ]
         )
@@ -193,12 +210,17 @@ def start_kafka(java: Java, workdir: Path) -> Server:
     return Server("kafka", proc, f"127.0.0.1:{port}", log)
 
 
-def start_msgstore(workdir: Path) -> Server:
-    """``msgstore serve --kafka-port`` with the node's defaults (lifecycle tasks off)."""
+def start_msgstore(workdir: Path, durability: str) -> Server:
+    """``msgstore serve --kafka-port`` with the node's defaults (lifecycle tasks off) and the
+    flush mode of ``durability``."""
     port = free_port()
     kafka_port = free_port(taken={port})
     log = workdir / "msgstore.log"
-    env = {**os.environ, "MSGSTORE_LIFECYCLE_INTERVAL_S": "0"}
+    env = {
+        **os.environ,
+        "MSGSTORE_LIFECYCLE_INTERVAL_S": "0",
+        "MSGSTORE_FLUSH_MODE": DURABILITY[durability][1],
+    }
     argv = [
         sys.executable,
         "-m",
@@ -386,6 +408,12 @@ def main() -> None:
         help="sample the msgstore node's threads with py-spy during its runs and write the "
         "samples to this directory (py-spy's overhead is in msgstore's figures then)",
     )
+    parser.add_argument(
+        "--durability",
+        choices=sorted(DURABILITY),
+        default="page-cache",
+        help="what an acknowledgement promises, alike on both (see the module docstring)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.rounds = 1
@@ -400,12 +428,16 @@ def main() -> None:
     java = Java(classpath, workdir)
     servers: list[Server] = []
     try:
-        servers.append(start_kafka(java, workdir))
-        servers.append(start_msgstore(workdir))
+        servers.append(start_kafka(java, workdir, args.durability))
+        servers.append(start_msgstore(workdir, args.durability))
         if args.profile is not None:
             args.profile.mkdir(parents=True, exist_ok=True)
         by_name = {s.name: s for s in servers}
-        common = {"messages": args.messages, "record_bytes": RECORD_BYTES}
+        common = {
+            "messages": args.messages,
+            "record_bytes": RECORD_BYTES,
+            "durability": args.durability,
+        }
         if args.warmup_messages:
             for server in servers:
                 create_topic(java, server, "warmup", args.partitions)

@@ -42,6 +42,7 @@ def test_bench_prints_its_rows(tmp_path):
     (consume,) = by_bench["kafka_consume"]
     for row, ratio in ((produce, "ratio_produce_vs_kafka"), (consume, "ratio_consume_vs_kafka")):
         assert row["messages"] == 3000 and row["partitions"] == 2
+        assert row["durability"] == "page-cache"  # alike on both: the default
         assert row["kafka_msgs_per_s"] > 0 and row["msgstore_msgs_per_s"] > 0
         assert row[ratio] > 0
         assert row["kafka_cpu_s_per_million"] >= 0 and row["msgstore_cpu_s_per_million"] >= 0
