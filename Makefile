@@ -31,7 +31,8 @@ run: system $(STAMP)
 	$(PY) -m storage_node.demo
 
 ## make test: lint (ruff check and format, mypy), then every test from unit to Kubernetes end to
-## end, the kind cluster's tests in a second pytest process beside the others (scripts/test.sh)
+## end, in three pytest processes side by side: the kind cluster's, the Kafka client, console and
+## Spark tests, and the rest (scripts/test.sh)
 test: system $(STAMP)
 	PY=$(PY) bash scripts/test.sh
 
