@@ -14,7 +14,8 @@ Modules
 - ``sasl``: who a connection is (SASL through the node's authorizer); ``acl``: what each API
   needs (``NEEDS``, one entry per API key) and the per-request checks (``Guard``).
 - ``errors``: the store's typed errors as Kafka error codes.
-- ``records``: record batches v2 in and out (aiokafka's compiled codec).
+- ``records``: record batches v2 in and out (the compiled ``record_codec``; ``decompress``
+  bounds what a compressed batch may decompress to).
 - one module per API family: ``api_versions``, ``metadata``, ``produce``, ``fetch``, ...
 
 Registering a handler module

@@ -1,8 +1,8 @@
 """Kafka record batches (v2, "magic 2") in and out.
 
 In: the one batch a Produce request carries for a partition is checked (size, magic, CRC-32C,
-not transactional), decompressed when it is (gzip/snappy/lz4/zstd, aiokafka's codec over
-cramjam) and its records read by the compiled record codec (``record_codec.pyx``) straight
+not transactional), decompressed when it is (gzip/snappy/lz4/zstd, ``decompress.py``: at most
+64 MiB out, so a decompression bomb is refused) and its records read by the compiled record codec (``record_codec.pyx``) straight
 into the store's packed columns: keys, values, born timestamps and headers. Out: the rows of
 a columnar read become one uncompressed batch, its records written by the same codec from
 the read's columns, with the message's ID and tag as headers.
@@ -18,15 +18,14 @@ message's ID and tag as those two headers, after its own headers.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from aiokafka import codec as compression
 from crc32c import crc32c
 
-from storage_node.errors import InvalidBatch
+from storage_node.errors import InvalidBatch, MessageTooLarge
 from storage_node.formats.packed import PackedBatch, PackedColumn, filled
+from storage_node.kafka import decompress as decompression
 from storage_node.kafka.record_codec import HeadersTooLong, decode_records, encode_records
 
 TAG_HEADER = "msgstore.tag"
@@ -36,12 +35,6 @@ HEADER_SIZE = _HEADER.size
 _CRC_AT = 17  # the CRC field's place in the header
 _CRC_FROM = 21  # the CRC covers the batch from its attributes on
 _TAG_NAME = TAG_HEADER.encode()
-_DECOMPRESS: dict[int, Callable[[bytes], bytes]] = {
-    1: compression.gzip_decode,
-    2: compression.snappy_decode,
-    3: compression.lz4_decode,
-    4: compression.zstd_decode,
-}
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
 
@@ -105,11 +98,13 @@ def decode_batch(data: bytes | memoryview) -> IncomingBatch:
     codec = attributes & 0x07
     records: bytes | memoryview = memoryview(data)[HEADER_SIZE:]
     if codec:
-        decompress = _DECOMPRESS.get(codec)
+        decompress = decompression.CODECS.get(codec)
         if decompress is None:
             raise CorruptBatch(f"unknown compression codec {codec}")
         try:
-            records = decompress(bytes(records))
+            records = decompress(bytes(records), decompression.MAX_DECOMPRESSED_BYTES)
+        except MessageTooLarge:
+            raise
         except Exception as exc:  # noqa: BLE001 - each codec raises its own errors
             raise CorruptBatch(f"the records do not decompress: {exc}") from None
     try:

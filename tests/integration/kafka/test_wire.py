@@ -105,6 +105,29 @@ def test_a_corrupt_crc_is_refused_and_nothing_is_stored(kafka_node: KafkaNode, r
     wire.close()
 
 
+@pytest.mark.parametrize("codec", [1, 4], ids=["gzip", "zstd"])
+def test_a_decompression_bomb_is_refused_and_nothing_is_stored(
+    kafka_node: KafkaNode, request, codec: int
+):
+    """A few hundred kilobytes that decompress to 80 MiB (past the 64 MiB bound,
+    kafka/decompress.py): MESSAGE_TOO_LARGE, nothing stored, the connection goes on."""
+    topic = topic_name(request)
+    kafka_node.create_topic(topic)
+    wire = Wire(kafka_node.kafka_port)
+    try:
+        bomb = record_batch([(None, b"\0" * (1 << 20))] * 80, codec=codec)
+        assert len(bomb) < 1 << 20
+        answer = produce(wire, topic, bomb)
+        assert answer.error_code == ErrorCode.message_too_large, answer
+        assert "decompress to more than" in answer.error_message
+        assert kafka_node.offsets(topic) == [[0, 0]]
+        small = record_batch([(b"k", b"v" * 1000)] * 10, codec=codec)
+        assert produce(wire, topic, small).error_code == ErrorCode.none
+        assert kafka_node.offsets(topic) == [[0, 10]]
+    finally:
+        wire.close()
+
+
 def test_errors_of_a_partition_are_answered_in_its_slot(kafka_node: KafkaNode, request):
     topic = topic_name(request)
     kafka_node.create_topic(topic)
