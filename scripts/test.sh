@@ -5,9 +5,10 @@
 #            build the same images). Mostly waits on builds, pods and the cluster's own
 #            processes. One kind cluster with fixed host ports per machine, so it holds
 #            $MSGSTORE_KIND_LOCK (flock) while it runs.
-#   clients  -m "kafka or console or spark": Kafka's clients, the console's browser and Spark
-#            against node processes; mostly waits on JVMs, Chromium and nodes. Started once
-#            the lint and the Maven jars are done.
+#   clients  -m "kafka or console or cli": the front ends' tests against node processes:
+#            Kafka's clients, the console's browser, the msgstore command line and its local
+#            clusters; mostly waits on JVMs, Chromium and nodes. Started once the lint and the
+#            Maven jars are done.
 #   rest     every other test, on this terminal, started with the clients.
 # The cluster process starts first, so its builds (Docker engine, kind node image, images)
 # overlap the lint and the other tests; Kafka's jars and Spark's Kafka source (Maven) are
@@ -28,7 +29,7 @@ TMP=${TMPDIR:-/tmp}
 OUT=${MSGSTORE_TEST_OUT:-$TMP/msgstore-test}
 LOCK=${MSGSTORE_KIND_LOCK:-$TMP/msgstore-kind.lock}
 CLUSTER_TESTS="kind or e2e or images"
-CLIENT_TESTS="kafka or console or spark"
+CLIENT_TESTS="kafka or console or cli"
 mkdir -p "$OUT"
 started=$(date +%s)
 elapsed() { echo "$(($(date +%s) - started)) s"; }
@@ -61,7 +62,7 @@ MSGSTORE_TEST_BUILD_LOG="$OUT/builds-clients.log" \
   "$PY" -m pytest -q -rs -p no:cacheprovider --durations=15 --junitxml="$OUT/clients.xml" \
   -m "($CLIENT_TESTS) and not ($CLUSTER_TESTS)" "$@" >"$OUT/clients.log" 2>&1 &
 clients_pid=$!
-echo "[test] Kafka client, console and Spark tests (-m '$CLIENT_TESTS') started in a third" \
+echo "[test] Kafka client, console and command-line tests (-m '$CLIENT_TESTS') started in a third" \
   "pytest process; follow them with: tail -f $OUT/clients.log" >&2
 
 MSGSTORE_TEST_BUILD_LOG="$OUT/builds-rest.log" \

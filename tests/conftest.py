@@ -31,6 +31,7 @@ TESTS = Path(__file__).resolve().parent
 MARKERS_OF_FOLDER: dict[str, tuple[str, ...]] = {
     "unit": ("unit",),
     "integration": ("integration",),
+    "integration/cli": ("integration", "cli"),
     "integration/controlplane": ("integration", "k8s"),
     "integration/helm": ("integration", "k8s"),
     "integration/k8s": ("integration", "k8s"),
