@@ -6,31 +6,16 @@ from __future__ import annotations
 import array
 import fcntl
 import json
-import os
 import signal
 import socket
 import subprocess
-import sys
 import termios
 import time
 
 import pytest
 import requests
 
-CLI = [sys.executable, "-m", "storage_node.cli"]
-
-
-def run(*args: str, stdin: bytes | None = None, env: dict[str, str] | None = None, check=True):
-    proc = subprocess.run(
-        [*CLI, *args],
-        input=stdin,
-        capture_output=True,
-        timeout=180,
-        env={**os.environ, **(env or {})},
-    )
-    if check:
-        assert proc.returncode == 0, proc.stderr.decode(errors="replace")
-    return proc
+from tests.integration.cli.commands import CLI, run
 
 
 def error_lines(proc: subprocess.CompletedProcess) -> list[str]:

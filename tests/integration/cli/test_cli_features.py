@@ -8,7 +8,6 @@ import argparse
 import json
 import signal
 import subprocess
-import sys
 import threading
 import time
 
@@ -16,15 +15,7 @@ import pytest
 import requests
 
 from storage_node.cli.main import build_parser
-
-CLI = [sys.executable, "-m", "storage_node.cli"]
-
-
-def run(*args: str, stdin: bytes | None = None, check: bool = True):
-    proc = subprocess.run([*CLI, *args], input=stdin, capture_output=True, timeout=180)
-    if check:
-        assert proc.returncode == 0, proc.stderr.decode(errors="replace")
-    return proc
+from tests.integration.cli.commands import CLI, run
 
 
 @pytest.fixture(scope="module")

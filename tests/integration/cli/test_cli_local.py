@@ -6,17 +6,8 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 
-CLI = [sys.executable, "-m", "storage_node.cli"]
-
-
-def run(*args: str, stdin: bytes | None = None, check: bool = True):
-    proc = subprocess.run([*CLI, *args], input=stdin, capture_output=True, timeout=180)
-    if check:
-        assert proc.returncode == 0, proc.stderr.decode(errors="replace")
-    return proc
+from tests.integration.cli.commands import run
 
 
 def status(data_dir: str) -> dict[str, list[str]]:

@@ -6,9 +6,7 @@ client) against a real local cluster."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 
@@ -19,16 +17,12 @@ import requests
 from storage_node.client import Client
 from storage_node.errors import InvalidArgument, InvalidBatch
 from storage_node.wire.batch_codec import CONTENT_TYPE, encode_batch
-
-CLI = [sys.executable, "-m", "storage_node.cli"]
+from tests.integration.cli import commands
+from tests.integration.cli.commands import CLI
 
 
 def run(*args: str, stdin: bytes | None = None, check: bool = True, timeout: float = 180):
-    proc = subprocess.run(
-        [*CLI, *args], input=stdin, capture_output=True, timeout=timeout, env=dict(os.environ)
-    )
-    if check:
-        assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    proc = commands.run(*args, stdin=stdin, check=check, timeout=timeout)
     assert b"Traceback" not in proc.stderr, proc.stderr.decode(errors="replace")
     return proc
 
