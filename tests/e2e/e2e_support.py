@@ -6,11 +6,13 @@ import json
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+from cluster_tools import KubectlError
 from fixtures_kind import NODE_IMAGE, KindCluster
 
 HERE = Path(__file__).resolve().parent
@@ -61,18 +63,37 @@ class Shop:
         return path
 
     def workload(self, *args: str, timeout: float = 600, pod: str | None = None) -> Any:
-        """Runs tests/e2e/workload.py inside the client pod; its JSON answer."""
-        got = self.kubectl(
-            "exec",
-            "-i",
-            pod or self.client,
-            "--",
-            "python3",
-            "-",
-            *args,
-            input=WORKLOAD.read_text(),
-            timeout=timeout,
+        """Runs tests/e2e/workload.py inside the client pod; its JSON answer.
+
+        The workload writes its answer and exit status to files in the pod: under load,
+        ``kubectl exec``'s stream can be cut (websocket close 1006) while the workload runs
+        on, and then the answer is read from those files by further execs instead of the
+        run failing with half an answer."""
+        pod = pod or self.client
+        run = f"/tmp/workload-{uuid.uuid4().hex[:12]}"
+        script = (
+            f'python3 - "$@" >{run}.out 2>{run}.err; echo $? >{run}.rc; '
+            f"cat {run}.out; cat {run}.err >&2; exit $(cat {run}.rc)"
         )
+        started = time.monotonic()
+        got = self.kubectl(
+            "exec", "-i", pod, "--", "sh", "-c", script, "workload", *args,
+            input=WORKLOAD.read_text(), timeout=timeout, check=False,
+        )  # fmt: skip
+        if got.returncode != 0:
+            left = max(30.0, timeout - (time.monotonic() - started))
+            status = self.cluster.wait_until(
+                lambda: self.kubectl(
+                    "exec", pod, "--", "cat", f"{run}.rc", check=False
+                ).stdout.strip(),
+                f"the workload's exit status in {pod} (kubectl exec said: {got.stderr[-500:]})",
+                left,
+                interval=2,
+            )
+            out = self.kubectl("exec", pod, "--", "cat", f"{run}.out", f"{run}.err").stdout
+            if status != "0":
+                raise KubectlError(f"workload {' '.join(args)} exited with {status}:\n{out}")
+            got = self.kubectl("exec", pod, "--", "cat", f"{run}.out")
         return json.loads(got.stdout.strip().splitlines()[-1])
 
     def start_workload(self, *args: str) -> subprocess.Popen[str]:
