@@ -1,6 +1,6 @@
 """The compiled modules (Cython): the Kafka listener's record codec
 (storage_node/kafka/record_codec.pyx) and the columnar read's per-row kernel
-(storage_node/store/read_kernel.pyx); everything else is in pyproject.toml.
+(storage_node/formats/read_kernel.pyx); everything else is in pyproject.toml.
 
 ``pip install -e .`` (make venv) builds them next to their sources; the wheel the images
 install carries them built (scripts/build-images.sh)."""
@@ -12,7 +12,7 @@ setup(
     ext_modules=cythonize(
         [
             Extension("storage_node.kafka.record_codec", ["storage_node/kafka/record_codec.pyx"]),
-            Extension("storage_node.store.read_kernel", ["storage_node/store/read_kernel.pyx"]),
+            Extension("storage_node.formats.read_kernel", ["storage_node/formats/read_kernel.pyx"]),
         ],
         language_level=3,
     )

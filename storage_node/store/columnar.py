@@ -36,6 +36,7 @@ from crc32c import crc32c
 
 from storage_node.errors import CorruptData
 from storage_node.formats.packed import PackedColumn
+from storage_node.formats.read_kernel import frame_rows, gather_rows
 from storage_node.formats.record import (
     FRAME_DTYPE,
     FRAME_SIZE,
@@ -45,7 +46,6 @@ from storage_node.formats.record import (
 )
 from storage_node.store.commitlog import CommitLog
 from storage_node.store.read_batch import ReadBatch, concat_batches
-from storage_node.store.read_kernel import frame_rows, gather_rows
 
 SPAN_ROWS = 16_384  # a positional read reaches this many rows ahead (up to SCAN_SPAN_MAX bytes)
 MEMO_BYTES = 64 << 20  # log bytes one request keeps for its later steps and partitions

@@ -1,5 +1,5 @@
 """The columnar read's per-row work as numpy did it before the compiled read kernel
-(storage_node/store/read_kernel.pyx), kept to check the kernel against: the same rows, the
+(storage_node/formats/read_kernel.pyx), kept to check the kernel against: the same rows, the
 same checks, the same columns and errors."""
 
 from __future__ import annotations

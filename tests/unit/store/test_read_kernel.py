@@ -1,4 +1,4 @@
-"""The compiled read kernel (storage_node/store/read_kernel.pyx, through columnar.py's
+"""The compiled read kernel (storage_node/formats/read_kernel.pyx, through columnar.py's
 ``_chunk`` and ``_decode_chunk``) against the numpy code it replaced (numpy_rows.py) on
 random spans of frames: several topics and partitions, absent and present keys, tags, IDs
 and headers, tag filters, and damage of every kind the checks are there for (bytes flipped
@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 
 from storage_node.formats.headers import encode_headers
 from storage_node.formats.packed import PackedColumn
+from storage_node.formats.read_kernel import frame_rows, gather_rows
 from storage_node.formats.record import FRAME_SIZE, ROW, encode_frames
 from storage_node.store.columnar import Rows, Span, _chunk, _decode_chunk
 from storage_node.store.read_batch import ReadBatch
-from storage_node.store.read_kernel import frame_rows, gather_rows
 from tests.unit.store.numpy_rows import numpy_chunk, numpy_decode_chunk
 
 TOPIC = b"orders"

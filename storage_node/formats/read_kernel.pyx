@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""The per-row work of a columnar read (``columnar.py``), compiled.
+"""The per-row work of a columnar read (``store/columnar.py``), compiled.
 
 A columnar read of 100-byte messages spent about a microsecond a row in numpy: every check
 and every gathered column is an array pass with its own temporaries (the fields widened to
@@ -13,8 +13,9 @@ loops do the same work in one pass over the rows each, with no Python object per
   its frame), the exact tag filter, and the columns, each gathered into one ``bytes``.
 
 Frames themselves (header, CRC, topic) are still checked by ``columnar.py``, once each,
-before any of their rows is used; this module trusts what it is told of them. The layout is
-``formats/record.py``'s: a 32-byte frame header, then 48-byte rows (little-endian).
+before any of their rows is used; this module trusts what it is told of them. It reads
+``record.py``'s layout (a 32-byte frame header, then 48-byte rows, little-endian), so it
+lives beside it, below the store.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
