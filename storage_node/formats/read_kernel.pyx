@@ -1,10 +1,11 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """The per-row work of a columnar read (``store/columnar.py``), compiled.
 
-A columnar read of 100-byte messages spent about a microsecond a row in numpy: every check
-and every gathered column is an array pass with its own temporaries (the fields widened to
-int64, the masks, the gather indexes), a few dozen passes per chunk of rows. These two
-loops do the same work in one pass over the rows each, with no Python object per row:
+In numpy every check and every gathered column was an array pass with its own temporaries
+(the fields widened to int64, the masks, the gather indexes), a few dozen passes per chunk
+of rows; the row decode alone was a quarter of a Kafka page's read (docs/PERFORMANCE.md).
+These two loops do the same work in one pass over the rows each, with no Python object per
+row:
 
 - ``frame_rows``: which rows from ``i`` on lie in a span, and where each one's frame starts
   (from the row's own index), numbered frame by frame;

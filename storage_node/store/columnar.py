@@ -13,8 +13,8 @@ the binary read answer use):
 2. ``decode_rows`` checks each span's rows against the queue index (frame, topic,
    partition, offset, field bounds), applies an exact tag filter and gathers the columns
    (keys, tags, message IDs, values, headers) in one compiled pass over the rows
-   (``read_kernel.gather_rows``): numpy did it in a few dozen array passes with their
-   temporaries, about a microsecond a row, most of a Kafka fetch's CPU.
+   (``read_kernel.gather_rows``), where numpy made a few dozen array passes with their
+   temporaries.
 
 Nothing is done per message in Python, and per frame only its CRC. A ``SpanMemo`` keeps
 the spans of one request with the frames already checked in them: the steps of one read
