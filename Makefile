@@ -8,7 +8,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 .PHONY: run test kafka-jars test-unit test-fast lint typecheck bench system controlplane clean images kind-up kind-down kind-binaries kind-node-image
 
-$(STAMP): pyproject.toml setup.py storage_node/kafka/record_codec.pyx
+$(STAMP): pyproject.toml setup.py storage_node/kafka/record_codec.pyx storage_node/formats/read_kernel.pyx
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip==25.3
 	$(PY) -m pip install -q -e '.[dev]'

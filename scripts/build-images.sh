@@ -283,7 +283,7 @@ EOF
 SOURCE_PATHS=(pyproject.toml setup.py README.md storage_node operator spark)
 source_files() {
   find "${SOURCE_PATHS[@]}" -type f ! -path '*/__pycache__/*' ! -name '*.pyc' \
-    ! -path '*.egg-info/*' ! -name '*.so' ! -name 'record_codec.c' -print0 | LC_ALL=C sort -z
+    ! -path '*.egg-info/*' ! -name '*.so' ! -name 'record_codec.c' ! -name 'read_kernel.c' -print0 | LC_ALL=C sort -z
 }
 ensure_msgstore_wheel() { # sets APP_WHEEL
   local hash dir tmp

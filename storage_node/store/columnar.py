@@ -7,12 +7,14 @@ the binary read answer use):
 1. ``fetch_chunks`` fetches the log bytes holding the rows a span at a time (a run of
    consecutive frames of an unsealed segment with one positional read, one decompressed LZ4
    block of a compacted or uploaded segment, not yet written bytes from the write cache),
-   finds every row's frame from the row's own index, reads the frame headers as one array
-   and checks each frame (header, CRC) once before anything in it is used.
-2. ``decode_rows`` gathers the 48-byte rows of each span with one fancy index, checks them
-   against the queue index (frame, topic, partition, offset, field bounds) with array
-   comparisons, applies an exact tag filter, and gathers the four byte columns (keys, tags,
-   message IDs, values): one slice per run of adjacent fields, else one numpy gather.
+   finds every row's frame from the row's own index (``read_kernel.frame_rows``), reads
+   the frame headers as one array and checks each frame (header, CRC) once before anything
+   in it is used.
+2. ``decode_rows`` checks each span's rows against the queue index (frame, topic,
+   partition, offset, field bounds), applies an exact tag filter and gathers the columns
+   (keys, tags, message IDs, values, headers) in one compiled pass over the rows
+   (``read_kernel.gather_rows``), where numpy made a few dozen array passes with their
+   temporaries.
 
 Nothing is done per message in Python, and per frame only its CRC. A ``SpanMemo`` keeps
 the spans of one request with the frames already checked in them: the steps of one read
@@ -21,8 +23,8 @@ though it holds rows of every partition of the topic. A frame that fails its che
 CorruptData naming the partition offsets it holds; rows before it are still returned when
 the read's limits stop before it (as the record-at-a-time definition would).
 
-Over 400 lines on purpose: fetching, checking and gathering are one pipeline over the same
-arrays; the pieces are only ever used together.
+Fetching, checking and gathering are one pipeline over the same arrays; the pieces are only
+ever used together.
 """
 
 from __future__ import annotations
@@ -34,22 +36,18 @@ from crc32c import crc32c
 
 from storage_node.errors import CorruptData
 from storage_node.formats.packed import PackedColumn
+from storage_node.formats.read_kernel import frame_rows, gather_rows
 from storage_node.formats.record import (
     FRAME_DTYPE,
     FRAME_SIZE,
     MAGIC,
     ROW,
-    ROW_DTYPE,
-    ROW_HEADERS,
-    ROW_KEY,
-    ROW_TAG,
     frame_offset_of_row,
 )
 from storage_node.store.commitlog import CommitLog
 from storage_node.store.read_batch import ReadBatch, concat_batches
 
 SPAN_ROWS = 16_384  # a positional read reaches this many rows ahead (up to SCAN_SPAN_MAX bytes)
-GATHER_PAD = 4096  # fields up to this long gather by fixed-width windows
 MEMO_BYTES = 64 << 20  # log bytes one request keeps for its later steps and partitions
 
 
@@ -70,51 +68,6 @@ def at_every_byte(arr: np.ndarray, width: int) -> np.ndarray:
     return np.ndarray(
         buffer=arr, dtype=f"V{width}", shape=(max(0, len(arr) - width + 1),), strides=(1,)
     )
-
-
-def gather(
-    arr: np.ndarray, joined: memoryview, starts: np.ndarray, lens: np.ndarray
-) -> bytes | memoryview:
-    """The byte ranges ``[starts[i], starts[i] + lens[i])`` of ``joined`` (``arr`` is the
-    same bytes as an array), back to back; one range is a view of ``joined``, else the
-    gathered array's own buffer (one copy in all)."""
-    n = len(lens)
-    if not n:
-        return b""
-    total = int(lens.sum())
-    if total == 0:
-        return b""
-    ends = starts + lens
-    brk = np.empty(n, dtype=bool)
-    brk[0] = True
-    np.not_equal(starts[1:], ends[:-1], out=brk[1:])
-    heads = np.flatnonzero(brk)
-    if len(heads) == 1:
-        return joined[int(starts[0]) : int(ends[-1])]
-    if len(heads) * 8 <= n:  # long runs of adjacent fields: one slice per run
-        tails = np.empty(len(heads), dtype=np.int64)
-        tails[:-1] = heads[1:] - 1
-        tails[-1] = n - 1
-        return b"".join(
-            [joined[a:b] for a, b in zip(starts[heads].tolist(), ends[tails].tolist(), strict=True)]
-        )
-    widest = int(lens.max())
-    if (
-        widest <= GATHER_PAD
-        and widest * n <= 2 * total + 64 * n
-        and int(starts.max()) + widest <= len(arr)
-    ):
-        # fields of similar lengths: copy a fixed-width window per field (a row copy, not a
-        # byte index), then drop each window's tail
-        windows = at_every_byte(arr, widest)[starts]
-        if int(lens.min()) == widest:
-            return windows.view(np.uint8).data  # the copy the index made, not another
-        rows = windows.view(np.uint8).reshape(n, widest)
-        return rows[np.arange(widest) < lens[:, None]].data
-    before = np.cumsum(lens) - lens
-    index = np.repeat(starts - before, lens)
-    index += np.arange(total, dtype=np.int64)
-    return arr[index].data
 
 
 @dataclass
@@ -161,12 +114,13 @@ class SpanMemo:
 @dataclass
 class Chunk:
     """Rows of a read lying in one span, each in a checked frame: the read's row number of
-    the first, the rows (ROW_DTYPE), their frames' starts in the span and numbers (``fid``),
-    and per frame its length, row count, store time and whether it names the topic read."""
+    the first, the rows' and their frames' starts in the span and the frames' numbers
+    (``fid``), and per frame its length, row count, store time and whether it names the
+    topic read."""
 
     span: Span
     first: int
-    recs: np.ndarray
+    rel: np.ndarray
     fst: np.ndarray
     fid: np.ndarray
     frame_size: np.ndarray
@@ -175,7 +129,7 @@ class Chunk:
     topic_ok: np.ndarray
 
     def __len__(self) -> int:
-        return len(self.recs)
+        return len(self.rel)
 
 
 @dataclass
@@ -286,18 +240,9 @@ def _chunk(span: Span, topic: bytes, rows: Rows, i: int) -> tuple[Chunk, Corrupt
     None when row ``i``'s frame is not whole in it. A frame that fails its checks ends the
     chunk before its rows, with the error."""
     arr, size = span.arr, len(span.arr)
-    rel = rows.positions[i:] - span.lo
-    inside = (rel >= 0) & (rel <= size - ROW)
-    if not inside.all():
-        rel = rel[: int(np.argmin(inside))]
+    rel, fst, fid, heads = frame_rows(span.data, span.lo, rows.positions, i)
     if not len(rel):
         return None
-    recs = at_every_byte(arr, ROW)[rel].view(ROW_DTYPE)
-    fst = rel - FRAME_SIZE - ROW * recs["index"].astype(np.int64)  # where its frame starts
-    brk = np.empty(len(fst), dtype=bool)
-    brk[0] = True
-    np.not_equal(fst[1:], fst[:-1], out=brk[1:])
-    heads = np.flatnonzero(brk)
     starts = fst[heads]
     readable = (starts >= 0) & (starts + FRAME_SIZE <= size)
     windows = at_every_byte(arr, FRAME_SIZE)
@@ -343,8 +288,8 @@ def _chunk(span: Span, topic: bytes, rows: Rows, i: int) -> tuple[Chunk, Corrupt
             f"record frame checksum or header mismatch at log position {p} ({span.where})"
         )
         error = rows.corrupt(exc, i + end, span.data, span.lo)
-    fid = np.cumsum(brk[:end]) - 1
-    chunk = Chunk(span, i, recs[:end], fst[:end], fid, fsize, count, hdr["store_ms"], topic_ok)
+    ms = hdr["store_ms"].astype(np.int64)
+    chunk = Chunk(span, i, rel[:end], fst[:end], fid[:end], fsize, count, ms, topic_ok)
     return chunk, error
 
 
@@ -388,65 +333,35 @@ def decode_rows(log: CommitLog, rows: Rows, tag: bytes | None, memo: SpanMemo) -
 
 def _decode_chunk(chunk: Chunk, rows: Rows, tag: bytes | None) -> tuple[ReadBatch, int | None]:
     """A chunk's rows as columns (those with exactly ``tag`` when given), and the first row
-    that disagrees with the queue index (None: none does); nothing from it on is taken."""
-    arr, recs, fst, fid = chunk.span.arr, chunk.recs, chunk.fst, chunk.fid
-    k = len(recs)
-    fl = chunk.frame_size[fid]
-    klen = recs["klen"].astype(np.int64)
-    tlen = recs["taglen"].astype(np.int64)
-    ilen = recs["idlen"].astype(np.int64)
-    vlen = recs["vlen"].astype(np.int64)
-    koff = recs["koff"].astype(np.int64)
-    toff = recs["toff"].astype(np.int64)
-    ioff = recs["ioff"].astype(np.int64)
-    voff = recs["voff"].astype(np.int64)
-    with_headers = bool((recs["flags"] & ROW_HEADERS).any())
-    hlen = np.where(recs["flags"] & ROW_HEADERS, recs["hlen"], 0).astype(np.int64)
-    bad = (
-        (recs["index"] >= chunk.frame_count[fid])
-        | ~chunk.topic_ok[fid]
-        | (recs["partition"] != rows.partition)
-        | (recs["qoff"] != rows.offsets[chunk.first : chunk.first + k].astype(np.uint64))
-        | (koff + klen > fl)
-        | (toff + tlen > fl)
-        | (ioff + ilen > fl)
-        | (voff + vlen + hlen > fl)
+    that disagrees with the queue index (None: none does); nothing from it on is taken. The
+    per-row checks and gathers are one compiled pass (read_kernel.pyx)."""
+    k = len(chunk)
+    (bad, _kept, qoff, born, ms, klen, keys, tlen, tags, ilen, ids, vlen, values, hlen, hdrs) = (
+        gather_rows(
+            chunk.span.data,
+            chunk.rel,
+            chunk.fst,
+            chunk.fid,
+            chunk.frame_size,
+            chunk.frame_count,
+            chunk.frame_ms,
+            chunk.topic_ok.view(np.uint8),
+            rows.offsets[chunk.first : chunk.first + k],
+            rows.partition,
+            tag,
+        )
     )
-    first_bad: int | None = None
-    sel: slice | np.ndarray = slice(None)
-    if bad.any():  # a row outside its frame or not the one asked for: nothing past it
-        first_bad = int(np.argmax(bad))
-        sel = slice(0, first_bad)
-    flags = recs["flags"][sel]
-    has_tag = (flags & ROW_TAG) != 0
-    if tag is not None:  # exact tag comparison on the arrays (the hash matched already)
-        keep = has_tag & (tlen[sel] == len(tag))
-        cand = np.flatnonzero(keep)
-        if len(cand) and len(tag):
-            at = (fst[sel] + toff[sel])[cand][:, None] + np.arange(len(tag))
-            keep[cand] = (arr[at] == np.frombuffer(tag, dtype=np.uint8)).all(axis=1)
-        sel = np.flatnonzero(keep)  # ``keep`` covers a prefix of the rows
-        flags, has_tag = flags[keep], has_tag[keep]
-    has_key = (flags & ROW_KEY) != 0
-    fst, recs = fst[sel], recs[sel]
-    klen, tlen, ilen, vlen = klen[sel], tlen[sel], ilen[sel], vlen[sel]
-    data = memoryview(chunk.span.data)
-    headers = None
-    if with_headers:  # each record's headers follow its value
-        hlen = hlen[sel]
-        hstart = fst + voff[sel] + vlen
-        headers = PackedColumn(gather(arr, data, hstart, hlen), hlen)
     batch = ReadBatch(
         rows.topic,
         rows.partition,
-        recs["qoff"].astype(np.int64),
-        recs["born"].astype(np.int64),
-        chunk.frame_ms[fid[sel]].astype(np.int64),
-        PackedColumn(gather(arr, data, fst + koff[sel], klen), np.where(has_key, klen, -1)),
-        PackedColumn(gather(arr, data, fst + toff[sel], tlen), np.where(has_tag, tlen, -1)),
-        PackedColumn(gather(arr, data, fst + ioff[sel], ilen), ilen),
-        PackedColumn(gather(arr, data, fst + voff[sel], vlen), vlen),
+        qoff,
+        born,
+        ms,
+        PackedColumn(keys, klen),
+        PackedColumn(tags, tlen),
+        PackedColumn(ids, ilen),
+        PackedColumn(values, vlen),
         0,
-        headers,
+        None if hdrs is None else PackedColumn(hdrs, hlen),
     )
-    return batch, first_bad
+    return batch, None if bad < 0 else bad
