@@ -122,8 +122,8 @@ build_crictl() {
 }
 
 build_etcd() {
-  # kubeadm v1.36 runs registry.k8s.io/etcd:3.6.8-0; tests/integration/controlplane builds v3.6.16 for the
-  # test control plane, so this exact version is built here (same wrapper technique).
+  # kubeadm v1.36 runs registry.k8s.io/etcd:3.6.8-0; tests/integration/controlplane builds the same
+  # version with the same wrapper technique, so this build links from the shared Go build cache.
   local dir="$KIND_SRC/etcd"
   go_wrapper_module "$dir" msgstore.local/kind/etcd
   cd "$dir"

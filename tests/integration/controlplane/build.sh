@@ -18,9 +18,11 @@ GO_BUILD_DIE=die
 # against the Kubernetes 1.36 libraries, and Kubernetes 1.36 uses the etcd 3.6 client. Debian's
 # etcd 3.4.23 is too old for it: kubeadm 1.36 requires at least etcd 3.5.24 (default 3.6.8), and
 # the API server's watch features need fixes that landed in etcd 3.4.31/3.5.13. So etcd is
-# built from its Go module like everything else.
+# built from its Go module like everything else, at the version kubeadm 1.36 runs, which is
+# also the kind node image's (scripts/kind/lib.sh): the second build is then a link from the
+# shared Go build cache instead of a second compile of etcd and its dependencies.
 K8S_VERSION=v1.36.3
-ETCD_VERSION=v3.6.16
+ETCD_VERSION=v3.6.8
 KWOK_VERSION=v0.8.0
 HELM_VERSION=v3.22.0
 # MinIO publishes only pseudo-versions to the module proxy; this is its 2026-02-12 commit.
