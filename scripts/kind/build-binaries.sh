@@ -134,13 +134,25 @@ build_etcd() {
 }
 
 build_coredns() {
-  local dir="$KIND_SRC/coredns"
+  # CoreDNS with the plugins of the Corefile kubeadm writes (errors, health, ready,
+  # kubernetes, prometheus, forward, cache, loop, reload, loadbalance) and a few that are
+  # common edits of it (log, hosts, rewrite), the way a custom plugin.cfg builds it: a main
+  # package importing those plugins instead of core/plugin, which imports all 59 and with
+  # them the cloud DNS providers' SDKs, tracing and QUIC. That halves what a cold build
+  # compiles (776 packages instead of 1,333).
+  local dir="$KIND_SRC/coredns" p
   go_wrapper_module "$dir" msgstore.local/kind/coredns
   cd "$dir"
   go mod edit -require="github.com/coredns/coredns@$COREDNS_VERSION"
-  run_step go-download-coredns go list -deps github.com/coredns/coredns
+  {
+    printf '// CoreDNS with the plugins a kubeadm cluster uses (scripts/kind/build-binaries.sh).\n'
+    printf 'package main\n\nimport (\n'
+    for p in $COREDNS_PLUGINS; do printf '\t_ "github.com/coredns/coredns/plugin/%s"\n' "$p"; done
+    printf '\n\t"github.com/coredns/coredns/coremain"\n)\n\nfunc main() { coremain.Run() }\n'
+  } >main.go
+  run_step go-download-coredns go list -deps .
   run_step go-build-coredns go build -ldflags "-s -w -X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION" \
-    -o "$dir/out/coredns" github.com/coredns/coredns
+    -o "$dir/out/coredns" .
   mv -f out/coredns "$KIND_BIN/"
 }
 

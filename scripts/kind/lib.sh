@@ -13,6 +13,9 @@ CRICTL_VERSION=v1.36.0
 ETCD_VERSION=v3.6.8
 ETCD_IMAGE_TAG=3.6.8-0
 COREDNS_VERSION=v1.14.2
+# the plugins built into CoreDNS (scripts/kind/build-binaries.sh): kubeadm's Corefile, and log,
+# hosts and rewrite; "metrics" is the plugin of the Corefile's `prometheus` directive
+COREDNS_PLUGINS="cache errors forward health hosts kubernetes loadbalance log loop metrics ready reload rewrite"
 LPP_VERSION=v0.0.30
 PAUSE_TAGS="3.10 3.10.2"
 BUSYBOX_HELPER_TAG=1.35.0
@@ -24,7 +27,7 @@ DEBIAN_SUITE=bookworm
 DEBIAN_MIRROR=${MSGSTORE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 DEBIAN_SECURITY_MIRROR=${MSGSTORE_DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
 
-KIND_BUNDLE="kind-${KIND_VERSION}_k8s-${K8S_VERSION}_containerd-${CONTAINERD_VERSION}_crictl-${CRICTL_VERSION}_etcd-${ETCD_VERSION}_coredns-${COREDNS_VERSION}_lpp-${LPP_VERSION}"
+KIND_BUNDLE="kind-${KIND_VERSION}_k8s-${K8S_VERSION}_containerd-${CONTAINERD_VERSION}_crictl-${CRICTL_VERSION}_etcd-${ETCD_VERSION}_coredns-${COREDNS_VERSION}-kubeadm_lpp-${LPP_VERSION}"
 KIND_CACHE_ROOT="${MSGSTORE_KIND_CACHE:-$HOME/.cache/msgstore-kind}"
 KIND_ROOT="$KIND_CACHE_ROOT/$KIND_BUNDLE"
 KIND_BIN="$KIND_ROOT/bin"
