@@ -18,8 +18,12 @@ source "$(dirname "$0")/lib.sh"
 source "$KIND_REPO_ROOT/scripts/lib/go-build.sh"
 GO_BUILD_DIE=kind_die
 
-# k8snode last: it waits for (and reuses the build cache of) the control-plane build.
-ALL_COMPONENTS=(kind containerd crictl etcd coredns lpp k8snode)
+# containerd, crictl, CoreDNS and local-path-provisioner use the Kubernetes libraries: their
+# wrapper modules require k8s.io/kubernetes@$K8S_VERSION beside them (go_k8s_wrapper), so the
+# libraries resolve to that release's versions (or newer, where a tool needs it) and compile
+# once, in the control-plane build, instead of once per version a tool happens to pin. They
+# come after k8snode, which waits for (and reuses the build cache of) the control-plane build.
+ALL_COMPONENTS=(kind etcd k8snode containerd crictl coredns lpp)
 
 binaries_of() {
   case "$1" in
@@ -54,13 +58,14 @@ all_present() {
 
 go_build_prepare kind "$KIND_BIN" "$KIND_ROOT" "$KIND_SRC" "$KIND_LOGS"
 
-# run_step NAME COMMAND...: runs COMMAND niced in the current directory, logs to
+# run_step NAME COMMAND...: runs COMMAND (at niceness $MSGSTORE_BUILD_NICE, default 0: see
+# scripts/lib/go-build.sh) in the current directory, logs to
 # $KIND_LOGS/NAME.log, records its wall time, and explains a failure.
 run_step() {
   local name=$1 log="$KIND_LOGS/$1.log" rc=0
   shift
   echo "  $name ..." >&2
-  kind_timed "$name" nice -n 10 "$@" >"$log" 2>&1 || rc=$?
+  kind_timed "$name" nice -n "${MSGSTORE_BUILD_NICE:-0}" "$@" >"$log" 2>&1 || rc=$?
   tail -n 1 "$log" >&2
   if ((rc != 0)); then
     go_build_log_failure "$log"
@@ -95,7 +100,7 @@ build_containerd() {
   local pkgs=(github.com/containerd/containerd/v2/cmd/containerd
     github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
     github.com/containerd/containerd/v2/cmd/ctr)
-  go_wrapper_module "$dir" msgstore.local/kind/containerd
+  go_k8s_wrapper "$dir" msgstore.local/kind/containerd
   cd "$dir"
   go mod edit -require="github.com/containerd/containerd/v2@$CONTAINERD_VERSION"
   run_step go-download-containerd go list -deps -tags "no_btrfs no_devmapper no_zfs urfave_cli_no_docs" "${pkgs[@]}"
@@ -111,7 +116,7 @@ build_crictl() {
   # while it serves github.com/kubernetes-sigs/cri-tools: require the canonical path and
   # replace it by the GitHub path (the same source tree).
   local dir="$KIND_SRC/crictl"
-  go_wrapper_module "$dir" msgstore.local/kind/crictl
+  go_k8s_wrapper "$dir" msgstore.local/kind/crictl
   cd "$dir"
   go mod edit -require="sigs.k8s.io/cri-tools@$CRICTL_VERSION" \
     -replace="sigs.k8s.io/cri-tools=github.com/kubernetes-sigs/cri-tools@$CRICTL_VERSION"
@@ -141,7 +146,7 @@ build_coredns() {
   # them the cloud DNS providers' SDKs, tracing and QUIC. That halves what a cold build
   # compiles (776 packages instead of 1,333).
   local dir="$KIND_SRC/coredns" p
-  go_wrapper_module "$dir" msgstore.local/kind/coredns
+  go_k8s_wrapper "$dir" msgstore.local/kind/coredns
   cd "$dir"
   go mod edit -require="github.com/coredns/coredns@$COREDNS_VERSION"
   {
@@ -158,7 +163,7 @@ build_coredns() {
 
 build_lpp() {
   local dir="$KIND_SRC/lpp"
-  go_wrapper_module "$dir" msgstore.local/kind/lpp
+  go_k8s_wrapper "$dir" msgstore.local/kind/lpp
   cd "$dir"
   go mod edit -require="github.com/rancher/local-path-provisioner@$LPP_VERSION"
   run_step go-download-lpp go list -deps github.com/rancher/local-path-provisioner

@@ -54,7 +54,7 @@ build_binary() {
       else
         cmd=(go build -ldflags "-s -w" -o "$dir/out/kube-network-policies" sigs.k8s.io/kube-network-policies/cmd)
       fi
-      kind_timed "go-$step-netpol" nice -n 10 "${cmd[@]}" >"$log" 2>&1 || {
+      kind_timed "go-$step-netpol" nice -n "${MSGSTORE_BUILD_NICE:-0}" "${cmd[@]}" >"$log" 2>&1 || {
         go_build_log_failure "$log"
         kind_die "go $step of kube-network-policies failed (full log: $log)"
       }
@@ -74,7 +74,7 @@ build_image() {
   rm -rf "$work"
   mkdir -p "$work/ctx"
   # Debian essential + iptables (the nft backend: the packets go to NFQUEUE via nft_compat)
-  kind_timed "netpol: mmdebstrap base" nice -n 10 mmdebstrap --quiet --variant=essential \
+  kind_timed "netpol: mmdebstrap base" nice -n "${MSGSTORE_BUILD_NICE:-0}" mmdebstrap --quiet --variant=essential \
     --include=iptables,bash --aptopt='APT::Install-Recommends "false"' \
     --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
     --dpkgopt='path-exclude=/usr/share/doc/*' \

@@ -155,7 +155,7 @@ chmod +x "$WORK/base-customize.sh"
 export KINDMOD BIN WORK PATCH_ENTRYPOINT="$KIND_TOOLS_DIR/node/patch-entrypoint.py"
 
 BASE_PKGS=systemd,conntrack,iptables,nftables,iproute2,ethtool,util-linux,mount,kmod,libseccomp2,pigz,bash,ca-certificates,jq,procps,e2fsprogs,runc,containernetworking-plugins
-kind_timed "node-image: mmdebstrap base" nice -n 10 mmdebstrap --quiet --variant=minbase \
+kind_timed "node-image: mmdebstrap base" nice -n "${MSGSTORE_BUILD_NICE:-0}" mmdebstrap --quiet --variant=minbase \
   --include="$BASE_PKGS" "${MMDEBSTRAP_OPTS[@]}" \
   --customize-hook="$WORK/base-customize.sh \"\$1\"" \
   "$DEBIAN_SUITE" "$WORK/base-rootfs.tar" "${DEBIAN_SOURCES[@]}"
@@ -170,7 +170,7 @@ components() {
   local ctx="$WORK/ctx"
   mkdir -p "$ctx"
   # debian-net: Debian essential + the network tools kube-proxy and mini-kindnet call
-  nice -n 10 mmdebstrap --quiet --variant=essential --include=iptables,nftables,conntrack,iproute2,procps \
+  nice -n "${MSGSTORE_BUILD_NICE:-0}" mmdebstrap --quiet --variant=essential --include=iptables,nftables,conntrack,iproute2,procps \
     "${MMDEBSTRAP_OPTS[@]}" "$DEBIAN_SUITE" "$WORK/debian-net.tar" "${DEBIAN_SOURCES[@]}"
   docker import "$WORK/debian-net.tar" "$B/debian-net:$DEBIAN_SUITE" >/dev/null
   rm -f "$WORK/debian-net.tar"

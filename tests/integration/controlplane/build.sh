@@ -28,7 +28,7 @@ HELM_VERSION=v3.22.0
 # MinIO publishes only pseudo-versions to the module proxy; this is its 2026-02-12 commit.
 MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
 
-BUNDLE="k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_helm-${HELM_VERSION}_minio-${MINIO_VERSION##*-}"
+BUNDLE="k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}-k8sdeps_helm-${HELM_VERSION}_minio-${MINIO_VERSION##*-}"
 CACHE_ROOT="${MSGSTORE_CP_CACHE:-$HOME/.cache/msgstore-controlplane}"
 ROOT="$CACHE_ROOT/$BUNDLE"
 BIN="$ROOT/bin"
@@ -82,14 +82,15 @@ go_build_prepare controlplane "$BIN" "$ROOT" "$SRC" "$LOGS"
 now() { date +%s; }
 TIMES="$LOGS/build-times.txt"
 
-# run_step NAME LOGFILE COMMAND...: runs COMMAND niced, records its wall time, explains failure.
+# run_step NAME LOGFILE COMMAND...: runs COMMAND (at niceness $MSGSTORE_BUILD_NICE, default 0: see
+# scripts/lib/go-build.sh), records its wall time, explains failure.
 run_step() {
   local name=$1 log=$2
   shift 2
   local start
   start=$(now)
   echo "building $name ..." >&2
-  if ! nice -n 10 "$@" >"$log" 2>&1; then
+  if ! nice -n "${MSGSTORE_BUILD_NICE:-0}" "$@" >"$log" 2>&1; then
     go_build_log_failure "$log"
     die "$name did not build (full log: $log)"
   fi
@@ -131,7 +132,8 @@ build_etcd() {
 build_kwok() {
   local dir="$SRC/kwok"
   [[ -x "$BIN/kwok" && -x "$BIN/kwokctl" ]] && return 0
-  go_wrapper_module "$dir" msgstore.test/controlplane/kwok
+  # the Kubernetes release's own library versions (see the lanes below)
+  go_k8s_wrapper "$dir" msgstore.test/controlplane/kwok
   local ldflags="-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}"
   ldflags+=" -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=${K8S_VERSION#v}"
   (
@@ -169,17 +171,23 @@ build_minio() {
   )
 }
 
-# The Kubernetes build is the longest; it runs in its own lane while the others share a second.
+# The Kubernetes build is the longest; it runs in its own lane, followed by kwok (whose wrapper
+# module requires the same Kubernetes release, so most of its packages are in the Go build
+# cache by then), while the others share a second lane.
 TOTAL_START=$(now)
 echo "building the test control plane into $BIN (cold builds take a while; logs in $LOGS)" >&2
+k8s_lane() {
+  if wants kubernetes; then build_kubernetes || return 1; fi
+  if wants kwok; then build_kwok || return 1; fi
+}
 other_lane() {
   local c
-  for c in etcd kwok helm minio; do
+  for c in etcd helm minio; do
     if wants "$c"; then "build_$c" || return 1; fi
   done
 }
-if wants kubernetes && [[ "$JOBS" -ge 2 ]]; then
-  build_kubernetes &
+if [[ "$JOBS" -ge 2 ]]; then
+  k8s_lane &
   k8s_pid=$!
   lane_ok=0
   other_lane || lane_ok=1
@@ -187,7 +195,7 @@ if wants kubernetes && [[ "$JOBS" -ge 2 ]]; then
   wait "$k8s_pid" || k8s_ok=1
   [[ $lane_ok -eq 0 && $k8s_ok -eq 0 ]] || die "see the messages above"
 else
-  if wants kubernetes; then build_kubernetes; fi
+  k8s_lane || die "see the messages above"
   other_lane || die "see the messages above"
 fi
 all_present || die "some binaries are missing from $BIN after the build"

@@ -56,7 +56,7 @@ v=github.com/prometheus/common/version
 ldflags="-s -w -X $v.Version=$PROMETHEUS_RELEASE"
 ldflags+=" -X $v.Revision=go-module -X $v.Branch=go-module -X $v.BuildDate=19700101-00:00:00"
 echo "building prometheus and promtool $PROMETHEUS_VERSION into $BIN (logs in $LOGS)" >&2
-if ! nice -n 10 go build -tags "$BUILD_TAGS" -ldflags "$ldflags" -o "$dir/out/" \
+if ! nice -n "${MSGSTORE_BUILD_NICE:-0}" go build -tags "$BUILD_TAGS" -ldflags "$ldflags" -o "$dir/out/" \
   github.com/prometheus/prometheus/cmd/prometheus \
   github.com/prometheus/prometheus/cmd/promtool >"$LOGS/build.log" 2>&1; then
   go_build_log_failure "$LOGS/build.log"
