@@ -21,6 +21,8 @@
 #   MSGSTORE_TEST_OUT      where the background processes' output, the JUnit files and build
 #                          logs go (default: $TMPDIR/msgstore-test)
 #   MSGSTORE_KIND_LOCK     the lock of the machine's kind cluster (default: $TMPDIR/msgstore-kind.lock)
+#   MSGSTORE_BUILD_NICE    one niceness for every build (default: 0 for the cluster process's, 10
+#                          for the others')
 set -uo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO" || exit 1
@@ -28,6 +30,12 @@ PY=${PY:-.venv/bin/python}
 TMP=${TMPDIR:-/tmp}
 OUT=${MSGSTORE_TEST_OUT:-$TMP/msgstore-test}
 LOCK=${MSGSTORE_KIND_LOCK:-$TMP/msgstore-kind.lock}
+# Builds a process starts run at this niceness (MSGSTORE_BUILD_NICE, scripts/lib/go-build.sh).
+# The cluster process's builds (control plane, kind's binaries, node image, enforcer) are
+# what its tests wait for on a cold machine, the longest path of the run; the other
+# processes' builds (Prometheus, kwok and etcd of the control plane) yield to the tests.
+CLUSTER_NICE=${MSGSTORE_BUILD_NICE:-0}
+OTHER_NICE=${MSGSTORE_BUILD_NICE:-10}
 CLUSTER_TESTS="kind or e2e or images"
 CLIENT_TESTS="kafka or console or cli"
 mkdir -p "$OUT"
@@ -38,7 +46,7 @@ elapsed() { echo "$(($(date +%s) - started)) s"; }
 if ! flock -n "$LOCK" true; then
   echo "[test] another kind run holds $LOCK: the cluster tests wait for it" >&2
 fi
-MSGSTORE_TEST_BUILD_LOG="$OUT/builds-cluster.log" flock -o "$LOCK" \
+MSGSTORE_BUILD_NICE=$CLUSTER_NICE MSGSTORE_TEST_BUILD_LOG="$OUT/builds-cluster.log" flock -o "$LOCK" \
   "$PY" -m pytest -q -rs -p no:cacheprovider --durations=15 --junitxml="$OUT/cluster.xml" \
   -m "$CLUSTER_TESTS" "$@" >"$OUT/cluster.log" 2>&1 &
 cluster_pid=$!
@@ -58,14 +66,14 @@ if ! wait "$jars_pid"; then
   tail -n 20 "$OUT/kafka-jars.log" >&2
 fi
 
-MSGSTORE_TEST_BUILD_LOG="$OUT/builds-clients.log" \
+MSGSTORE_BUILD_NICE=$OTHER_NICE MSGSTORE_TEST_BUILD_LOG="$OUT/builds-clients.log" \
   "$PY" -m pytest -q -rs -p no:cacheprovider --durations=15 --junitxml="$OUT/clients.xml" \
   -m "($CLIENT_TESTS) and not ($CLUSTER_TESTS)" "$@" >"$OUT/clients.log" 2>&1 &
 clients_pid=$!
 echo "[test] Kafka client, console and command-line tests (-m '$CLIENT_TESTS') started in a third" \
   "pytest process; follow them with: tail -f $OUT/clients.log" >&2
 
-MSGSTORE_TEST_BUILD_LOG="$OUT/builds-rest.log" \
+MSGSTORE_BUILD_NICE=$OTHER_NICE MSGSTORE_TEST_BUILD_LOG="$OUT/builds-rest.log" \
   "$PY" -m pytest -q -rs -p no:cacheprovider --durations=25 --junitxml="$OUT/rest.xml" \
   -m "not ($CLUSTER_TESTS or $CLIENT_TESTS)" "$@"
 rest=$?

@@ -23,7 +23,10 @@ GO_BUILD_DIE=kind_die
 # libraries resolve to that release's versions (or newer, where a tool needs it) and compile
 # once, in the control-plane build, instead of once per version a tool happens to pin. They
 # come after k8snode, which waits for (and reuses the build cache of) the control-plane build.
-ALL_COMPONENTS=(kind etcd k8snode containerd crictl coredns lpp)
+# etcd comes last: the control plane builds the same version, and by then that build (asked
+# for by the other tests, beside this one) has filled the Go build cache; built beside it,
+# both compiled etcd at once (207 s and 234 s in a cold run, against 2 s after it).
+ALL_COMPONENTS=(kind k8snode containerd crictl coredns lpp etcd)
 
 binaries_of() {
   case "$1" in
