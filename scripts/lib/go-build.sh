@@ -4,10 +4,10 @@
 # module proxy and no prebuilt binary is downloaded; both scripts use the same Go settings, so
 # they share one Go build cache (the kind node's Kubernetes build reuses the control plane's).
 #
-# Builds run at the priority of whoever started them (MSGSTORE_BUILD_NICE, default 0, sets a
-# niceness). In a cold `make test` they are the critical path: the kind suite waits for them.
-# Under `nice -n 10` beside the tests they took 4-7 times their quiet length (the control
-# plane 1,848 s, Prometheus 1,654 s; docs/TESTING.md, "Cold runs").
+# Builds run at the niceness MSGSTORE_BUILD_NICE (default 0). scripts/test.sh gives the
+# cluster process's builds 0, since on a cold machine its tests wait for them, and the other
+# processes' 10. Under `nice -n 10` beside the tests a build took 4-7 times its quiet length
+# (docs/TESTING.md, "Cold runs").
 #
 # Source it; it defines functions only. The sourcing script sets GO_BUILD_DIE to the name of
 # its failure function (called with a message; it must exit) and defines `all_present`, which
