@@ -200,7 +200,8 @@ def start_kafka(java: Java, workdir: Path, durability: str) -> Server:
         )
     )
     cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    java.run("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config))
+    # one argument (``--cluster-id=ID``): an ID that starts with "-" is not read as an option
+    java.run("kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c", str(config))
     log = workdir / "kafka.log"
     argv = java.argv("kafka.Kafka", str(config), heap="-Xmx1G")
     argv[2:2] = ["-Xms1G", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20"]

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +47,8 @@ NO_THROTTLE = datetime.timedelta(0)
 MAX_WAIT_MS = 30_000
 READ_AHEAD_MAX_AGE_S = 5.0
 READ_AHEAD_MAX_BYTES = 64 << 20  # answers read ahead, over all connections of the node
+MEMO_KEEP_BYTES = 32 << 20  # log bytes a connection keeps from one Fetch for the next
+MEMO_KEEP_MAX = 128 << 20  # the same, over all connections of the node
 
 
 @dataclass
@@ -79,12 +82,64 @@ def encode_page(page: ReadBatch) -> bytes | bytearray:
     )
 
 
-def read_all(wanted: list[Wanted], max_bytes: int) -> int:
-    """(In a thread.) Read every partition that has no error; returns the bytes read."""
+class KeptSpans:
+    """A connection's log bytes read by its last Fetch, per store, for its next one."""
+
+    held = 0  # bytes kept over all connections of the node (MEMO_KEEP_MAX)
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self.memos: dict[int, tuple[Any, SpanMemo, int]] = {}  # id(store): (store, memo, size)
+
+    def take(self, store: Any) -> SpanMemo:
+        """The memo kept for ``store`` (a new one if none); it is not kept meanwhile, so two
+        reads of one connection never share one."""
+        with KeptSpans._lock:
+            got = self.memos.pop(id(store), None)
+            if got is None:
+                return SpanMemo()
+            KeptSpans.held -= got[2]
+        return got[1] if got[0] is store else SpanMemo()
+
+    def give(self, store: Any, memo: SpanMemo) -> None:
+        """Keep ``memo`` for the next Fetch, trimmed to what the node's budget allows."""
+        with KeptSpans._lock:
+            memo.trim(min(MEMO_KEEP_BYTES, MEMO_KEEP_MAX - KeptSpans.held))
+            old = self.memos.pop(id(store), None)
+            if old is not None:
+                KeptSpans.held -= old[2]
+            if memo.size:
+                self.memos[id(store)] = (store, memo, memo.size)
+                KeptSpans.held += memo.size
+
+    def clear(self) -> None:
+        with KeptSpans._lock:
+            for _, _, size in self.memos.values():
+                KeptSpans.held -= size
+            self.memos.clear()
+
+
+def read_all(wanted: list[Wanted], max_bytes: int, kept: KeptSpans | None = None) -> int:
+    """(In a thread.) Read every partition that has no error; returns the bytes read. With
+    ``kept``, the log bytes read are taken from and given back to the connection's memos."""
+    memos: dict[int, tuple[Any, SpanMemo]] = {}  # per store: the log bytes its partitions share
+    try:
+        return _read_all(wanted, max_bytes, kept, memos)
+    finally:
+        if kept is not None:
+            for store, memo in memos.values():
+                kept.give(store, memo)
+
+
+def _read_all(
+    wanted: list[Wanted],
+    max_bytes: int,
+    kept: KeptSpans | None,
+    memos: dict[int, tuple[Any, SpanMemo]],
+) -> int:
     budget = max(1, max_bytes)
     total = 0
     offsets: dict[tuple[int, str], list[tuple[int, int]]] = {}
-    memos: dict[int, SpanMemo] = {}  # per store: the log bytes its partitions share
     for w in wanted:
         if w.error != ErrorCode.none:
             continue
@@ -95,6 +150,10 @@ def read_all(wanted: list[Wanted], max_bytes: int) -> int:
         if w.offset == w.high or budget <= 0:
             w.records, w.next = b"", w.offset
             continue
+        held = memos.get(id(w.store))
+        if held is None:
+            memo = kept.take(w.store) if kept is not None else SpanMemo()
+            held = memos[id(w.store)] = (w.store, memo)
         try:
             page = w.store.read_columns(
                 w.topic,
@@ -102,7 +161,7 @@ def read_all(wanted: list[Wanted], max_bytes: int) -> int:
                 w.offset,
                 MAX_READ_MESSAGES,
                 min(w.max_bytes, budget),
-                memo=memos.setdefault(id(w.store), SpanMemo()),
+                memo=held[1],
             )
         except MsgStoreError as exc:
             w.error = error_code(exc)
@@ -138,12 +197,25 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     max_bytes = int(getattr(request, "max_bytes", 2**31 - 1))
     ahead = ReadAhead.take(ctx, wanted, max_bytes)
     if ahead is None or not await ahead.answer(wanted, int(request.min_bytes)):
-        await read_or_wait(service, wanted, request, max_bytes)
+        await read_or_wait(service, wanted, request, max_bytes, kept_spans(ctx))
     ReadAhead.start(ctx, wanted, max_bytes)
     return _answer(ctx, wanted, ErrorCode.none)
 
 
-async def read_or_wait(service: Any, wanted: list[Wanted], request: Any, max_bytes: int) -> None:
+def kept_spans(ctx: RequestContext) -> KeptSpans | None:
+    """The connection's kept log bytes (None for a request from no connection)."""
+    conn = ctx.connection
+    if conn is None:
+        return None
+    if conn.spans is None:
+        conn.spans = KeptSpans()
+    assert isinstance(conn.spans, KeptSpans)
+    return conn.spans
+
+
+async def read_or_wait(
+    service: Any, wanted: list[Wanted], request: Any, max_bytes: int, kept: KeptSpans | None
+) -> None:
     """Read every partition; when less than ``min_bytes`` came, wait (up to ``max_wait``)
     for an append to one of them and read again."""
     wait_ms = min(int(request.max_wait.total_seconds() * 1000), MAX_WAIT_MS)
@@ -151,7 +223,7 @@ async def read_or_wait(service: Any, wanted: list[Wanted], request: Any, max_byt
     min_bytes = int(request.min_bytes)
     while True:
         events = [service.events.event(w.topic, w.partition) for w in wanted if w.store is not None]
-        got = await service.in_thread(read_all, wanted, max_bytes)
+        got = await service.in_thread(read_all, wanted, max_bytes, kept)
         left = deadline - time.monotonic()
         if got >= min_bytes or left <= 0 or not events:
             return
@@ -203,7 +275,9 @@ class ReadAhead:
             return
         nxt = [Wanted(w.topic, w.partition, w.next, w.max_bytes, w.store) for w in wanted]
         ahead = cls(cls.key_of(nxt, max_bytes), nxt, estimate)
-        ahead.task = asyncio.ensure_future(ctx.node.partitions.in_thread(read_all, nxt, max_bytes))
+        ahead.task = asyncio.ensure_future(
+            ctx.node.partitions.in_thread(read_all, nxt, max_bytes, kept_spans(ctx))
+        )
         conn.read_ahead = ahead
 
     @classmethod

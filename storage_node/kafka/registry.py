@@ -29,13 +29,17 @@ class Api:
 @dataclass
 class ConnectionState:
     """What the requests of one connection share besides its SASL session: the Fetch
-    answer read ahead for it (kafka.fetch.ReadAhead), dropped when the connection ends."""
+    answer read ahead for it (kafka.fetch.ReadAhead) and the log bytes its last Fetch read
+    (kafka.fetch.KeptSpans), dropped when the connection ends."""
 
     read_ahead: Any = None
     read_ahead_misses: int = 0  # read-aheads in a row that the next Fetch did not ask for
     read_ahead_skip: int = 0  # Fetches to answer before reading ahead again
+    spans: Any = None  # the log bytes its last Fetch read (kafka.fetch.KeptSpans)
 
     def close(self) -> None:
+        if self.spans is not None:
+            self.spans.clear()
         if self.read_ahead is not None:
             self.read_ahead.cancel()
             self.read_ahead = None

@@ -91,24 +91,49 @@ class SpanMemo:
     """The log buffers one request fetched, with the frames already checked in them: the
     steps of one read and the partitions of one fetch share them, so a frame holding rows of
     several partitions is fetched and CRC-checked once per request. At most MEMO_BYTES of
-    buffers are kept (the oldest go first); nothing outlives the request."""
+    buffers are kept (the least recently used go first).
+
+    A memo may also be kept from one request to the next (a Kafka connection's Fetches,
+    kafka/fetch.py): a consumer's partitions move through the log at different places, and
+    each page of one of them spans frames holding the others' rows, so consecutive Fetches
+    ask for much of the same log bytes again. It is tied to one log and the number of times
+    that log was cut (``CommitLog.cuts``): a cut log may hold other bytes at the same
+    positions, so a memo of a log cut since is emptied before use (``bind``)."""
 
     def __init__(self) -> None:
         self.spans: list[Span] = []
         self.size = 0
+        self.log: CommitLog | None = None
+        self.cuts = 0
+
+    def bind(self, log: CommitLog) -> None:
+        """Use this memo for ``log`` (emptied if it held another log's bytes, or this log's
+        from before a cut)."""
+        if self.log is not log or self.cuts != log.cuts:
+            self.spans, self.size = [], 0
+            self.log, self.cuts = log, log.cuts
 
     def find(self, pos: int) -> Span | None:
-        for span in reversed(self.spans):
+        spans = self.spans
+        for i in range(len(spans) - 1, -1, -1):
+            span = spans[i]
             if span.lo <= pos <= span.lo + len(span.data) - 2:
+                if i != len(spans) - 1:  # the most recently used last
+                    spans.append(spans.pop(i))
                 return span
         return None
 
     def add(self, span: Span) -> Span:
         self.spans.append(span)
         self.size += len(span.data)
-        while self.size > MEMO_BYTES and len(self.spans) > 1:
-            self.size -= len(self.spans.pop(0).data)
+        self.trim(MEMO_BYTES)
         return span
+
+    def trim(self, max_bytes: int) -> None:
+        """Keep at most ``max_bytes`` of buffers (at least the most recently used one when
+        ``max_bytes`` > 0), the least recently used dropped first."""
+        while self.spans and (self.size > max_bytes and (len(self.spans) > 1 or max_bytes <= 0)):
+            self.size -= len(self.spans.pop(0).data)
 
 
 @dataclass
@@ -196,6 +221,7 @@ def fetch_chunks(log: CommitLog, rows: Rows, memo: SpanMemo) -> Fetched:
     positions = rows.positions
     n = len(positions)
     out = Fetched([], n, None)
+    memo.bind(log)
     if n and not memo.spans:
         hit = log.cached_frame(int(positions[0]))
         if hit is not None:  # a tailing reader asks for the frame it read last time

@@ -157,11 +157,15 @@ class CommitLog(LogFlusher):
                         os.close(fd)
             fsync_dir(self.dirs[State.UNSEALED])
             self._frames = []
+            self.cuts += 1
             self.set_end(pos)
             self._sync_asked = min(self._sync_asked, pos)
         return removed
 
     _raw_cache: tuple[int, bytes] | None = None  # one inflated segment (read_frames)
+    # times the log was cut or restarted (truncate_to, restart_at): bytes read before may
+    # no longer be what its positions hold (a SpanMemo kept across requests checks it)
+    cuts = 0
 
     def read_frames(self, pos: int, max_bytes: int) -> tuple[int, bytes]:
         """Log bytes as they are, for another log to copy: whole batches from ``pos`` (a
@@ -239,6 +243,7 @@ class CommitLog(LogFlusher):
         if self.starts or self.end:
             raise InvalidArgument("only an empty log can start at another position")
         self.end = self.written_end = self.shippable_end = self.durable_end = pos
+        self.cuts += 1
         self.start_pos = pos
         self.fill_seg = pos
         self.fill_bytes = 0

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from storage_node.errors import CorruptData, InvalidArgument
 from storage_node.store import MessageIn, Store, TopicConfig
-from storage_node.store.columnar import SpanMemo, among
+from storage_node.store.columnar import Span, SpanMemo, among
 from storage_node.store.read_batch import ReadBatch
 from storage_node.store.types import Message
 from tests.unit.store.conftest import small_config
@@ -430,3 +430,43 @@ def test_reads_sharing_a_memo_read_the_log_once_and_answer_as_alone() -> None:
             assert as_messages(first) == as_messages(s.read_columns("m", 0, 0, 10_000, 1 << 30))
         finally:
             s.close()
+
+
+def test_a_memo_kept_across_a_cut_of_the_log_serves_the_new_bytes() -> None:
+    """A memo kept from one request to the next (a Kafka connection's Fetches) holds log
+    bytes by position; a follower's log cut back (``truncate_to``) and written again holds
+    other bytes at the same positions, so the kept memo must not serve the old ones."""
+    with tempfile.TemporaryDirectory() as tmp:
+        s = Store.open(small_config(os.path.join(tmp, "d")))
+        try:
+            s.create_topic(TopicConfig("m", 2, "none"))
+            s.append("m", [MessageIn(b"base-%d" % i, partition=i % 2) for i in range(10)])
+            cut_at = s.log_ends().end
+            s.append("m", [MessageIn(b"old-%03d" % i, partition=i % 2) for i in range(40)])
+            memo = SpanMemo()
+            before = s.read_columns("m", 0, 0, 10_000, 1 << 30, memo=memo)
+            assert b"old-000" in before.values.to_list()
+            cut_log = s.log
+            assert s.truncate_to(cut_at)
+            assert cut_log.cuts == 1  # the log object cut (the store reads a rebuilt one)
+            s.append("m", [MessageIn(b"new-%03d" % i, partition=i % 2) for i in range(40)])
+            kept = s.read_columns("m", 0, 0, 10_000, 1 << 30, memo=memo)
+            alone = s.read_columns("m", 0, 0, 10_000, 1 << 30)
+            assert as_messages(kept) == as_messages(alone)
+            assert b"new-000" in kept.values.to_list() and b"old-000" not in kept.values.to_list()
+        finally:
+            s.close()
+
+
+def test_a_memo_trimmed_keeps_the_spans_used_last() -> None:
+    """``SpanMemo.trim`` drops the least recently used buffers first (a span found again is
+    the most recent), and keeps at least one while the bound is positive."""
+    memo = SpanMemo()
+    spans = [memo.add(Span.of(i * 100, bytes(100), "test")) for i in range(4)]
+    assert memo.find(50) is spans[0]  # used again: now the most recent
+    memo.trim(250)
+    assert [sp.lo for sp in memo.spans] == [300, 0] and memo.size == 200
+    memo.trim(10)
+    assert [sp.lo for sp in memo.spans] == [0] and memo.size == 100
+    memo.trim(0)
+    assert memo.spans == [] and memo.size == 0
