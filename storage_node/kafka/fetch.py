@@ -2,7 +2,8 @@
 
 Each partition led here is read with the store's columnar read from the fetch offset (at
 most ``partition_max_bytes`` of values, and the request's ``max_bytes`` over all), its rows
-encoded as one v2 batch (records.encode_batch). The partitions of one store share what was
+encoded as v2 batches (records.encode_batch), one per span of log bytes the page lies in
+(``Store.read_column_parts``), sent one after another without being joined. The partitions of one store share what was
 read of its log (a ``SpanMemo``): partitions written together lie in the same frames, so the
 log bytes of a fetch of six partitions are read once, not six times. When fewer than ``min_bytes`` came back the
 answer waits, up to ``max_wait_ms``, for an append to one of the partitions and reads again,
@@ -39,7 +40,7 @@ from kio.schema.errors import ErrorCode
 from storage_node.errors import MsgStoreError
 from storage_node.formats.limits import MAX_READ_MESSAGES
 from storage_node.kafka.errors import epoch_check, error_code
-from storage_node.kafka.records import encode_batch
+from storage_node.kafka.records import RecordBatches, encode_batch
 from storage_node.kafka.registry import Api, ApiTable, RequestContext
 from storage_node.store.columnar import ReadBatch, SpanMemo
 
@@ -62,24 +63,27 @@ class Wanted:
     first: int = -1
     high: int = -1
     next: int = -1  # where the answer's page ended (the next fetch offset)
-    records: bytes | bytearray = b""
+    records: bytes | RecordBatches = b""
     events: list[asyncio.Event] = field(default_factory=list)
 
 
-def encode_page(page: ReadBatch) -> bytes | bytearray:
-    """One v2 batch of a columnar page (empty bytes for no rows)."""
-    if not len(page):
-        return b""
-    return encode_batch(
-        int(page.offsets[0]),
-        page.offsets,
-        page.timestamps,
-        page.keys,
-        page.values,
-        page.tags,
-        page.msg_ids,
-        page.headers,
-    )
+def encode_page(parts: list[ReadBatch]) -> bytes | RecordBatches:
+    """A v2 batch of each part of a columnar page (empty bytes for no rows)."""
+    batches = [
+        encode_batch(
+            int(page.offsets[0]),
+            page.offsets,
+            page.timestamps,
+            page.keys,
+            page.values,
+            page.tags,
+            page.msg_ids,
+            page.headers,
+        )
+        for page in parts
+        if len(page)
+    ]
+    return RecordBatches(batches) if batches else b""
 
 
 class KeptSpans:
@@ -155,7 +159,7 @@ def _read_all(
             memo = kept.take(w.store) if kept is not None else SpanMemo()
             held = memos[id(w.store)] = (w.store, memo)
         try:
-            page = w.store.read_columns(
+            parts, w.next = w.store.read_column_parts(
                 w.topic,
                 w.partition,
                 w.offset,
@@ -166,8 +170,7 @@ def _read_all(
         except MsgStoreError as exc:
             w.error = error_code(exc)
             continue
-        w.records = encode_page(page)
-        w.next = page.next_offset
+        w.records = encode_page(parts)
         budget -= len(w.records)
         total += len(w.records)
     return total

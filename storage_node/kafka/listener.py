@@ -33,6 +33,7 @@ from kio.serial import entity_reader, entity_writer
 from storage_node.kafka.acl import Guard
 from storage_node.kafka.apis import HANDLER_MODULES
 from storage_node.kafka.node import KafkaNode
+from storage_node.kafka.records import RecordBatches
 from storage_node.kafka.registry import ApiTable, ConnectionState, RequestContext
 from storage_node.kafka.sasl import PRE_AUTH_MAX_BYTES, Session, authenticate
 
@@ -213,9 +214,13 @@ class AnswerParts:
         self._small = bytearray(4)  # the size, filled in by ``done``
         self.size = 0
 
-    def write(self, data: Buffer) -> int:
+    def write(self, data: Buffer | RecordBatches) -> int:
         n = len(data)
-        if n >= self.BIG:
+        if isinstance(data, RecordBatches):  # a Fetch answer's batches, each by reference
+            self.parts.append(self._small)
+            self.parts.extend(data.batches)
+            self._small = bytearray()
+        elif n >= self.BIG:
             self.parts.append(self._small)
             self.parts.append(data)
             self._small = bytearray()

@@ -195,5 +195,23 @@ def encode_batch(
     return out
 
 
+class RecordBatches:
+    """A partition's record batches in a Fetch answer, one after another, kept as separate
+    buffers: the answer's writer (``listener.AnswerParts``) sends each by reference, so
+    nothing joins them. ``len`` is their size in bytes (the field's length prefix)."""
+
+    __slots__ = ("batches", "size")
+
+    def __init__(self, batches: list[bytearray]) -> None:
+        self.batches = batches
+        self.size = sum(len(b) for b in batches)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __bytes__(self) -> bytes:
+        return b"".join(self.batches)
+
+
 def _lens(column: PackedColumn) -> np.ndarray:
     return np.ascontiguousarray(column.lens, dtype=np.int64)

@@ -45,7 +45,7 @@ from storage_node.formats.record import (
     frame_offset_of_row,
 )
 from storage_node.store.commitlog import CommitLog
-from storage_node.store.read_batch import ReadBatch, concat_batches
+from storage_node.store.read_batch import ReadBatch
 
 SPAN_ROWS = 16_384  # a positional read reaches this many rows ahead (up to SCAN_SPAN_MAX bytes)
 MEMO_BYTES = 64 << 20  # log bytes one request keeps for its later steps and partitions
@@ -321,7 +321,7 @@ def _chunk(span: Span, topic: bytes, rows: Rows, i: int) -> tuple[Chunk, Corrupt
 
 @dataclass
 class Decoded:
-    batch: ReadBatch  # the rows that passed the tag filter
+    parts: list[ReadBatch]  # the rows that passed the tag filter, a batch per chunk
     scanned_sizes: np.ndarray  # entry sizes of the rows decoded (for the byte estimate)
     ok: int  # rows decoded
     error: CorruptData | None  # why row ``ok`` could not be
@@ -329,7 +329,8 @@ class Decoded:
 
 def decode_rows(log: CommitLog, rows: Rows, tag: bytes | None, memo: SpanMemo) -> Decoded:
     """Decode ``rows`` as columns, keeping those whose tag is exactly ``tag`` (all when
-    None). Stops at the first row that cannot be served, and says why."""
+    None): a batch per span of log bytes they lie in, not joined. Stops at the first row
+    that cannot be served, and says why."""
     limit = len(rows.positions)
     error: CorruptData | None = None
     lost = np.flatnonzero(rows.sizes == 0)
@@ -352,9 +353,7 @@ def decode_rows(log: CommitLog, rows: Rows, tag: bytes | None, memo: SpanMemo) -
             ok = chunk.first + bad
             error = rows.disagrees(ok)
             break
-    if not parts:
-        return Decoded(ReadBatch.empty(rows.topic, rows.partition, 0), rows.sizes[:ok], ok, error)
-    return Decoded(concat_batches(parts, 0), rows.sizes[:ok], ok, error)
+    return Decoded(parts, rows.sizes[:ok], ok, error)
 
 
 def _decode_chunk(chunk: Chunk, rows: Rows, tag: bytes | None) -> tuple[ReadBatch, int | None]:

@@ -119,6 +119,26 @@ def concat_batches(parts: list[ReadBatch], next_offset: int) -> ReadBatch:
     )
 
 
+def head_of_parts(parts: list[ReadBatch], k: int) -> list[ReadBatch]:
+    """The batches holding the first ``k`` messages of ``parts`` (the last one cut)."""
+    out: list[ReadBatch] = []
+    for part in parts:
+        if k <= 0:
+            break
+        out.append(part.head(k))
+        k -= len(part)
+    return out
+
+
+def offset_of_row(parts: list[ReadBatch], i: int) -> int:
+    """The offset of message ``i`` of ``parts`` taken as one sequence."""
+    for part in parts:
+        if i < len(part):
+            return int(part.offsets[i])
+        i -= len(part)
+    raise IndexError(i)
+
+
 def _concat_headers(parts: list[ReadBatch]) -> PackedColumn | None:
     if all(p.headers is None for p in parts):
         return None

@@ -22,7 +22,7 @@ from storage_node.store.commitlog import CommitLog
 from storage_node.store.key_index_set import KeyIndexSet
 from storage_node.store.msg_id_index import MsgIdIndexes
 from storage_node.store.queues import PartitionQueues
-from storage_node.store.read_batch import ReadBatch, concat_batches
+from storage_node.store.read_batch import ReadBatch, concat_batches, head_of_parts, offset_of_row
 from storage_node.store.topics import TopicRegistry
 from storage_node.store.types import LookupResult, Message, ReadResult, TopicConfig
 
@@ -146,12 +146,32 @@ class Reads:
         entries of the range as one array, each frame fetched and CRC-checked once, rows
         and fields gathered with numpy. No Python object per message. ``memo`` shares the
         fetched log bytes with other reads of the same request (``fetch_columns``)."""
+        parts, nxt = self.read_column_parts(
+            topic, partition, offset, max_messages, max_bytes, tag, memo
+        )
+        if not parts:
+            return ReadBatch.empty(topic, partition, nxt)
+        return concat_batches(parts, nxt)
+
+    def read_column_parts(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_messages: int = 100,
+        max_bytes: int = 1 << 20,
+        tag: str | None = None,
+        memo: SpanMemo | None = None,
+    ) -> tuple[list[ReadBatch], int]:
+        """``read_columns`` as the batches it is made of (one per span of log bytes read)
+        and the next offset, not joined into one: for an answer that sends them one after
+        another (a Kafka Fetch's record batches), which saves copying every column again."""
         q, offset, max_messages, max_bytes, nxt = self.read_args(
             topic, partition, offset, max_messages, max_bytes, tag
         )
         self.counters["reads"] += 1
         if offset >= nxt:
-            return ReadBatch.empty(topic, partition, offset)
+            return [], offset
         if tag is None:
             count = max_messages
         else:
@@ -185,31 +205,31 @@ class Reads:
                 len(reach), int(np.searchsorted(reach, (max_bytes - value_bytes) * 1.1)) + 1
             )
             got = decode_rows(self.log, rows[i:j], want, memo)
-            batch = got.batch
-            lens = batch.values.lens
+            step = got.parts
+            if len(step) == 1:
+                lens = step[0].values.lens
+            else:
+                lens = np.concatenate([p.values.lens for p in step] or [np.zeros(0, np.int64)])
             fit = int(np.searchsorted(np.cumsum(lens) + value_bytes, max_bytes, side="right"))
             if taken == 0 and fit == 0 and len(lens):
                 fit = 1  # at least one message
             k = min(fit, need)
             if k:
-                part = batch.head(k)
-                parts.append(part)
+                for part in head_of_parts(step, k):
+                    parts.append(part)
+                    value_bytes += part.value_bytes
                 taken += k
-                value_bytes += part.value_bytes
             if fit < need and fit < len(lens):  # the next value would pass max_bytes
-                return concat_batches(parts, int(batch.offsets[fit]))
+                return parts, offset_of_row(step, fit)
             if taken >= max_messages:
-                return concat_batches(parts, int(parts[-1].offsets[-1]) + 1)
+                return parts, int(parts[-1].offsets[-1]) + 1
             if got.error is not None:
                 raise got.error
             if got.ok:
-                ratio = max(
-                    0.01, min(1.0, batch.value_bytes / max(1, int(got.scanned_sizes.sum())))
-                )
+                step_bytes = sum(p.value_bytes for p in step)
+                ratio = max(0.01, min(1.0, step_bytes / max(1, int(got.scanned_sizes.sum()))))
             i = j
-        if not parts:
-            return ReadBatch.empty(topic, partition, scan_end)
-        return concat_batches(parts, scan_end)
+        return parts, scan_end
 
     def fetch_columns(
         self,

@@ -310,6 +310,22 @@ class Store(LogSurface):
         together lie in the same frames)."""
         return self.reads.read_columns(topic, partition, offset, max_messages, max_bytes, tag, memo)
 
+    def read_column_parts(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_messages: int = 100,
+        max_bytes: int = 1 << 20,
+        tag: str | None = None,
+        memo: SpanMemo | None = None,
+    ) -> tuple[list[ReadBatch], int]:
+        """``read_columns`` as the batches it is made of and the next offset, not joined
+        (a Kafka Fetch sends each as its own record batch)."""
+        return self.reads.read_column_parts(
+            topic, partition, offset, max_messages, max_bytes, tag, memo
+        )
+
     def lookup_key(
         self, topic: str, key: str, begin_ms: int = 0, end_ms: int = 2**63 - 1, max_count: int = 32
     ) -> LookupResult:

@@ -55,8 +55,8 @@ def fetch(wire: Wire, topic: str, offsets: dict[int, int]) -> dict[int, tuple[li
         records = []
         data = part.records or b""
         while data:
-            batch = DefaultRecordBatch(bytes(data))
-            size = 12 + int.from_bytes(data[8:12], "big")
+            size = 12 + int.from_bytes(data[8:12], "big")  # an answer may hold several
+            batch = DefaultRecordBatch(bytes(data[:size]))
             records += [(r.offset, r.key, r.value) for r in batch]
             data = data[size:]
         out[part.partition_index] = (records, part.high_watermark)

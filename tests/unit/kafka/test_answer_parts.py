@@ -14,6 +14,7 @@ from kio.schema.fetch.v12 import response as fetch_v12
 from kio.serial import entity_writer
 
 from storage_node.kafka.listener import SEND_PIECE, AnswerParts, encode_response, send
+from storage_node.kafka.records import RecordBatches
 from storage_node.kafka.registry import make
 
 
@@ -88,3 +89,17 @@ def test_send_puts_every_byte_on_the_socket_in_order() -> None:
         return data
 
     assert asyncio.run(run()) == b"".join(bytes(p) for p in payload)
+
+
+def test_a_partitions_several_batches_are_each_kept_by_reference() -> None:
+    """A page read from several spans of the log is sent as several record batches
+    (``records.RecordBatches``): each is sent by reference, none joined, and the answer's
+    bytes are kio's for the same batches joined into one field."""
+    first, second = bytearray(b"\x02" * 300), bytearray(b"\x03" * 70_000)
+    batches = RecordBatches([first, second])
+    assert len(batches) == 70_300 and bytes(batches) == bytes(first) + bytes(second)
+    response = fetch_answer([batches, b"\x01" * 10])  # type: ignore[list-item]
+    parts = encode_response(3, response)
+    assert any(p is first for p in parts) and any(p is second for p in parts)
+    joined = fetch_answer([bytes(first) + bytes(second), b"\x01" * 10])
+    assert b"".join(parts) == kio_bytes(3, joined)
