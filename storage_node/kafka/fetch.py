@@ -48,7 +48,7 @@ NO_THROTTLE = datetime.timedelta(0)
 MAX_WAIT_MS = 30_000
 READ_AHEAD_MAX_AGE_S = 5.0
 READ_AHEAD_MAX_BYTES = 64 << 20  # answers read ahead, over all connections of the node
-MEMO_KEEP_BYTES = 32 << 20  # log bytes a connection keeps from one Fetch for the next
+MEMO_KEEP_BYTES = 64 << 20  # log bytes a connection keeps from one Fetch for the next
 MEMO_KEEP_MAX = 128 << 20  # the same, over all connections of the node
 
 

@@ -32,6 +32,7 @@ from kio.serial import entity_reader, entity_writer
 
 from storage_node.kafka.acl import Guard
 from storage_node.kafka.apis import HANDLER_MODULES
+from storage_node.kafka.direct_send import DIRECT_SEND_BYTES, direct_fd, send_direct
 from storage_node.kafka.node import KafkaNode
 from storage_node.kafka.records import RecordBatches
 from storage_node.kafka.registry import ApiTable, ConnectionState, RequestContext
@@ -247,8 +248,14 @@ def encode_response(correlation_id: int, response: Any) -> list[Buffer]:
 
 
 async def send(writer: asyncio.StreamWriter, parts: list[Buffer]) -> None:
-    """Write an answer's buffers, SEND_PIECE bytes at a time, each after the transport has
-    sent all but its low-water mark of the ones before (``drain``)."""
+    """Write an answer's buffers: a large one on a plain TCP connection from a sender thread
+    (``direct_send``), others SEND_PIECE bytes at a time, each after the transport has sent
+    all but its low-water mark of the ones before (``drain``)."""
+    if sum(len(p) for p in parts) >= DIRECT_SEND_BYTES:
+        fd = direct_fd(writer)
+        if fd is not None:
+            await send_direct(fd, parts)
+            return
     for part in parts:
         view = memoryview(part)
         for at in range(0, len(view), SEND_PIECE):
