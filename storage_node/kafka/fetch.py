@@ -94,6 +94,7 @@ class KeptSpans:
 
     def __init__(self) -> None:
         self.memos: dict[int, tuple[Any, SpanMemo, int]] = {}  # id(store): (store, memo, size)
+        self.closed = False  # the connection ended: a read still running keeps nothing
 
     def take(self, store: Any) -> SpanMemo:
         """The memo kept for ``store`` (a new one if none); it is not kept meanwhile, so two
@@ -108,6 +109,8 @@ class KeptSpans:
     def give(self, store: Any, memo: SpanMemo) -> None:
         """Keep ``memo`` for the next Fetch, trimmed to what the node's budget allows."""
         with KeptSpans._lock:
+            if self.closed:
+                return
             memo.trim(min(MEMO_KEEP_BYTES, MEMO_KEEP_MAX - KeptSpans.held))
             old = self.memos.pop(id(store), None)
             if old is not None:
@@ -117,7 +120,9 @@ class KeptSpans:
                 KeptSpans.held += memo.size
 
     def clear(self) -> None:
+        """Drop every memo (the connection ended); later ``give``s keep nothing."""
         with KeptSpans._lock:
+            self.closed = True
             for _, _, size in self.memos.values():
                 KeptSpans.held -= size
             self.memos.clear()
