@@ -63,21 +63,39 @@ def produce(port: int, partition: int, acks: int, value: bytes):
         wire.close()
 
 
-def test_metadata_names_log_leaders_replicas_and_epochs(cluster: LocalCluster):
-    table = read_routing_file(cluster.routing_file)
+def metadata_topic(cluster: LocalCluster):  # noqa: ANN201 - kio's MetadataResponseTopic
     wire = Wire(cluster.nodes[0].kafka_port)
-    answer = wire.call(
-        MetadataRequest(
-            topics=(MetadataRequestTopic(topic_id=None, name=TOPIC),),
-            allow_auto_topic_creation=False,
-            include_topic_authorized_operations=False,
+    try:
+        answer = wire.call(
+            MetadataRequest(
+                topics=(MetadataRequestTopic(topic_id=None, name=TOPIC),),
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
+            )
         )
-    )
-    wire.close()
+    finally:
+        wire.close()
     (topic,) = answer.topics
+    return topic
+
+
+def test_metadata_names_log_leaders_replicas_and_epochs(cluster: LocalCluster):
+    # a cluster just started may still move a log's lead (a follower slow to join on a busy
+    # machine bumps its epoch): compare the answer with the routing table of the same moment,
+    # the table read again after the answer until both agree (bounded)
+    deadline = time.monotonic() + 30
+    while True:
+        topic = metadata_topic(cluster)
+        table = read_routing_file(cluster.routing_file)
+        logs = [table.logs[table.topics[TOPIC].owners[p.partition_index]] for p in topic.partitions]
+        settled = all(
+            p.leader_epoch == log.epoch for p, log in zip(topic.partitions, logs, strict=True)
+        )
+        if settled or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     index = {n.id: i for i, n in enumerate(table.nodes)}
-    for part in topic.partitions:
-        log = table.logs[table.topics[TOPIC].owners[part.partition_index]]
+    for part, log in zip(topic.partitions, logs, strict=True):
         assert part.leader_id == index[log.leader]
         assert part.leader_epoch == log.epoch >= 1
         assert list(part.replica_nodes) == [index[r] for r in log.replicas]
