@@ -98,8 +98,11 @@ class Member:
                     # memory, docs/KAFKA.md): the member rejoins and, its commit refused, reads
                     # this message again from the last committed offset; it counts then
                     return
-                if time.monotonic() > deadline or not exc.args[0].retriable():
+                code = exc.args[0].code()
+                waiting = code in COORDINATOR_AWAY or exc.args[0].retriable()
+                if time.monotonic() > deadline or not waiting:
                     raise
+                time.sleep(0.1)
         self.read.append(msg.value() or b"")  # read = consumed and committed, once each
 
 
@@ -108,6 +111,19 @@ GENERATION_GONE = (
     KafkaError.ILLEGAL_GENERATION,
     KafkaError.UNKNOWN_MEMBER_ID,
     KafkaError.REBALANCE_IN_PROGRESS,
+    KafkaError._ASSIGNMENT_LOST,  # librdkafka's own word for it after a session timed out
+)
+
+
+# commit failures while the coordinator restarts or moves: librdkafka raises them from a
+# synchronous commit without the retriable flag, though the next commit may well succeed
+COORDINATOR_AWAY = (
+    KafkaError._WAIT_COORD,
+    KafkaError._TRANSPORT,
+    KafkaError._TIMED_OUT,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
 )
 
 
