@@ -26,6 +26,7 @@ import contextlib
 import logging
 import ssl
 import struct
+import time
 from typing import Any
 
 from kio.serial import entity_reader, entity_writer
@@ -35,12 +36,15 @@ from storage_node.kafka.apis import HANDLER_MODULES
 from storage_node.kafka.direct_send import DIRECT_SEND_BYTES, direct_fd, send_direct
 from storage_node.kafka.node import KafkaNode
 from storage_node.kafka.records import RecordBatches
-from storage_node.kafka.registry import ApiTable, ConnectionState, RequestContext
+from storage_node.kafka.registry import Api, ApiTable, ConnectionState, RequestContext
 from storage_node.kafka.sasl import PRE_AUTH_MAX_BYTES, Session, authenticate
 
 log = logging.getLogger("msgstore.kafka")
 
 API_VERSIONS_KEY = 18
+# the APIs timed in the node's produce and fetch histograms (protocol "kafka"), beside the
+# HTTP routes that do the same (server/middleware.py), from the parsed request to the answer
+OPERATION_OF_API = {0: "produce", 1: "fetch"}
 _SIZE = struct.Struct(">i")
 _HEAD = struct.Struct(">hhi")  # api key, api version, correlation id
 # An answer goes to the transport this many bytes at a time, each piece sent once the one
@@ -192,10 +196,23 @@ class KafkaListener:
         source = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else ""
         ctx.guard = Guard(authorizer, session.principal, api_key, source)
         ctx.listener = self.listener
+        operation = OPERATION_OF_API.get(api_key)
+        if operation is None:
+            return await self._handle(api, ctx, request)
+        started = time.perf_counter()
+        try:
+            return await self._handle(api, ctx, request)
+        finally:
+            observe = self.node.runtime.observe_operation
+            if observe is not None:
+                observe(operation, "kafka", time.perf_counter() - started)
+
+    @staticmethod
+    async def _handle(api: Api, ctx: RequestContext, request: Any) -> list[Buffer] | None:
         response = await api.handler(ctx, request)
         if response is None:
             return None
-        return encode_response(correlation_id, response)
+        return encode_response(ctx.correlation_id, response)
 
     def _unsupported_api_versions(self, correlation_id: int) -> list[Buffer]:
         """ApiVersions v0 with UNSUPPORTED_VERSION and the versions we have (KIP-511)."""

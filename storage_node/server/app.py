@@ -25,6 +25,7 @@ def create_app(runtime: NodeRuntime) -> web.Application:
     """The node's HTTP API; the body size limit applies to every request."""
     settings = runtime.settings
     metrics = NodeMetrics(runtime)
+    runtime.observe_operation = metrics.observe  # the Kafka listener's requests beside HTTP's
     app = web.Application(
         client_max_size=settings.max_body_bytes,
         middlewares=[

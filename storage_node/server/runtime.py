@@ -61,6 +61,9 @@ class NodeRuntime:
         if settings.tls_cert or settings.tls_ca:
             self.peer_identity = PeerIdentity(settings.tls_ca, settings.tls_cert, settings.tls_key)
         self.peer_check = PeerCheck()
+        # a produce or fetch request of a protocol front end took so many seconds: the
+        # node's metrics (NodeMetrics.observe) once its HTTP app is built
+        self.observe_operation: Callable[[str, str, float], None] | None = None
         # who a credential is and what it may do: the one check of every front end
         self.authorizer = Authorizer(
             settings.token,

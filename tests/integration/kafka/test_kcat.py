@@ -118,3 +118,31 @@ def test_the_kafka_address_follows_the_advertised_http_host(tmp_path):
         assert [b["name"] for b in doc["brokers"]] == [f"localhost:{node.kafka_port}"]
     finally:
         node.stop()
+
+
+def kafka_requests_timed(node: KafkaNode) -> dict[str, float]:
+    """How many Kafka produce and fetch requests the node's histograms hold."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    page = requests.get(node.address + "/metrics", timeout=10)
+    page.raise_for_status()
+    out = {}
+    for family in text_string_to_metric_families(page.text):
+        for sample in family.samples:
+            if sample.name in ("msgstore_produce_seconds_count", "msgstore_fetch_seconds_count"):
+                if sample.labels == {"protocol": "kafka"}:
+                    out[sample.name.split("_")[1]] = sample.value
+    return out
+
+
+def test_kafka_requests_land_in_the_produce_and_fetch_histograms(kafka_node: KafkaNode, request):
+    """The dashboards' produce and fetch latency panels show Kafka clients beside HTTP ones
+    (docs/OPERATIONS.md): each Produce and Fetch request is one observation."""
+    topic = topic_name(request)
+    kafka_node.create_topic(topic, partitions=1)
+    before = kafka_requests_timed(kafka_node)
+    kcat(kafka_node, "-P", "-t", topic, input=b"one\ntwo\n")
+    kcat(kafka_node, "-C", "-t", topic, "-o", "beginning", "-e", "-q")
+    after = kafka_requests_timed(kafka_node)
+    assert after["produce"] >= before["produce"] + 1, (before, after)
+    assert after["fetch"] >= before["fetch"] + 1, (before, after)
