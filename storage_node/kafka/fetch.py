@@ -42,6 +42,8 @@ from storage_node.formats.limits import MAX_READ_MESSAGES
 from storage_node.kafka.errors import epoch_check, error_code
 from storage_node.kafka.records import RecordBatches, encode_batch
 from storage_node.kafka.registry import Api, ApiTable, RequestContext
+from storage_node.partitions import PartitionService
+from storage_node.store import Store
 from storage_node.store.columnar import ReadBatch, SpanMemo
 
 NO_THROTTLE = datetime.timedelta(0)
@@ -58,7 +60,7 @@ class Wanted:
     partition: int
     offset: int
     max_bytes: int
-    store: Any = None
+    store: Store | None = None
     error: ErrorCode = ErrorCode.none
     first: int = -1
     high: int = -1
@@ -93,10 +95,10 @@ class KeptSpans:
     _lock = threading.Lock()
 
     def __init__(self) -> None:
-        self.memos: dict[int, tuple[Any, SpanMemo, int]] = {}  # id(store): (store, memo, size)
+        self.memos: dict[int, tuple[Store, SpanMemo, int]] = {}  # id(store): (store, memo, size)
         self.closed = False  # the connection ended: a read still running keeps nothing
 
-    def take(self, store: Any) -> SpanMemo:
+    def take(self, store: Store) -> SpanMemo:
         """The memo kept for ``store`` (a new one if none); it is not kept meanwhile, so two
         reads of one connection never share one."""
         with KeptSpans._lock:
@@ -106,7 +108,7 @@ class KeptSpans:
             KeptSpans.held -= got[2]
         return got[1] if got[0] is store else SpanMemo()
 
-    def give(self, store: Any, memo: SpanMemo) -> None:
+    def give(self, store: Store, memo: SpanMemo) -> None:
         """Keep ``memo`` for the next Fetch, trimmed to what the node's budget allows."""
         with KeptSpans._lock:
             if self.closed:
@@ -131,7 +133,7 @@ class KeptSpans:
 def read_all(wanted: list[Wanted], max_bytes: int, kept: KeptSpans | None = None) -> int:
     """(In a thread.) Read every partition that has no error; returns the bytes read. With
     ``kept``, the log bytes read are taken from and given back to the connection's memos."""
-    memos: dict[int, tuple[Any, SpanMemo]] = {}  # per store: the log bytes its partitions share
+    memos: dict[int, tuple[Store, SpanMemo]] = {}  # per store: the log bytes its partitions share
     try:
         return _read_all(wanted, max_bytes, kept, memos)
     finally:
@@ -144,7 +146,7 @@ def _read_all(
     wanted: list[Wanted],
     max_bytes: int,
     kept: KeptSpans | None,
-    memos: dict[int, tuple[Any, SpanMemo]],
+    memos: dict[int, tuple[Store, SpanMemo]],
 ) -> int:
     budget = max(1, max_bytes)
     total = 0
@@ -152,19 +154,21 @@ def _read_all(
     for w in wanted:
         if w.error != ErrorCode.none:
             continue
-        key = (id(w.store), w.topic)
+        store = w.store
+        assert store is not None  # a partition without an error has the store leading it
+        key = (id(store), w.topic)
         if key not in offsets:
-            offsets[key] = w.store.partition_offsets(w.topic)
+            offsets[key] = store.partition_offsets(w.topic)
         w.first, w.high = offsets[key][w.partition]
         if w.offset == w.high or budget <= 0:
             w.records, w.next = b"", w.offset
             continue
-        held = memos.get(id(w.store))
+        held = memos.get(id(store))
         if held is None:
-            memo = kept.take(w.store) if kept is not None else SpanMemo()
-            held = memos[id(w.store)] = (w.store, memo)
+            memo = kept.take(store) if kept is not None else SpanMemo()
+            held = memos[id(store)] = (store, memo)
         try:
-            parts, w.next = w.store.read_column_parts(
+            parts, w.next = store.read_column_parts(
                 w.topic,
                 w.partition,
                 w.offset,
@@ -222,7 +226,11 @@ def kept_spans(ctx: RequestContext) -> KeptSpans | None:
 
 
 async def read_or_wait(
-    service: Any, wanted: list[Wanted], request: Any, max_bytes: int, kept: KeptSpans | None
+    service: PartitionService,
+    wanted: list[Wanted],
+    request: Any,
+    max_bytes: int,
+    kept: KeptSpans | None,
 ) -> None:
     """Read every partition; when less than ``min_bytes`` came, wait (up to ``max_wait``)
     for an append to one of them and read again."""
@@ -324,10 +332,12 @@ class ReadAhead:
             return False
         offsets: dict[tuple[int, str], list[tuple[int, int]]] = {}
         for w in self.wanted:
-            key = (id(w.store), w.topic)
+            store = w.store
+            assert store is not None  # none of them has an error (checked above)
+            key = (id(store), w.topic)
             try:
                 if key not in offsets:
-                    offsets[key] = w.store.partition_offsets(w.topic)
+                    offsets[key] = store.partition_offsets(w.topic)
             except MsgStoreError:
                 return False
             first, high = offsets[key][w.partition]

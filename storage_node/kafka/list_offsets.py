@@ -14,12 +14,13 @@ from storage_node.errors import MsgStoreError
 from storage_node.kafka.errors import epoch_check, error_code
 from storage_node.kafka.node import placements
 from storage_node.kafka.registry import Api, ApiTable, RequestContext
+from storage_node.store import Store
 
 NO_THROTTLE = datetime.timedelta(0)
 LATEST, EARLIEST = -1, -2
 
 
-def lookup(store: Any, topic: str, partition: int, ts: int) -> tuple[int, int]:
+def lookup(store: Store, topic: str, partition: int, ts: int) -> tuple[int, int]:
     """(In a thread.) (offset, timestamp) for one query; (-1, -1) when none."""
     first, nxt = store.partition_offsets(topic)[partition]
     if ts == EARLIEST:

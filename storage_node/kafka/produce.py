@@ -48,6 +48,7 @@ from storage_node.kafka.records import (
     decode_batch,
 )
 from storage_node.kafka.registry import Api, ApiTable, RequestContext
+from storage_node.store import Store
 
 log = logging.getLogger("msgstore.kafka")
 NO_THROTTLE = datetime.timedelta(0)
@@ -76,7 +77,7 @@ class Produced:
     base: int = -1
     message: str | None = None
     batch: IncomingBatch | None = None
-    store: Any = None
+    store: Store | None = None
 
     def fail(self, exc: MsgStoreError) -> None:
         self.code, self.message = _code(exc), error_message(exc)
@@ -201,7 +202,7 @@ _EPOCHS: weakref.WeakKeyDictionary[Any, dict[tuple[int, int, str], int]] = (
 MAX_EPOCHS_KEPT = 100_000
 
 
-def newest_epoch(store: Any, producer_id: int, partition: int, topic: str) -> int:
+def newest_epoch(store: Store, producer_id: int, partition: int, topic: str) -> int:
     """(Blocking.) The newest epoch of a producer id whose batches the partition's log
     remembers (-1: none), from the store's idempotency table (part of the log)."""
     kept = _EPOCHS.setdefault(store, {})
@@ -222,7 +223,7 @@ def newest_epoch(store: Any, producer_id: int, partition: int, topic: str) -> in
     return newest
 
 
-def check_sequence(store: Any, batch: Any, partition: int, topic: str, producer: str) -> None:
+def check_sequence(store: Store, batch: Any, partition: int, topic: str, producer: str) -> None:
     """(Blocking.) Refuse a batch Kafka's broker refuses: an epoch older than one the
     partition has taken, or a sequence that neither repeats a remembered batch nor follows
     the last one. A producer the table remembers nothing of may start anywhere (its first

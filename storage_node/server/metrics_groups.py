@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
@@ -20,6 +19,7 @@ from prometheus_client.registry import Collector
 
 from storage_node.server.metrics_served import served_partitions
 from storage_node.server.runtime import NodeRuntime
+from storage_node.store import Store
 
 log = logging.getLogger(__name__)
 PARTITION = ["topic", "partition"]
@@ -76,7 +76,7 @@ class GroupCollector(Collector):
         now_ms: int,
         remembered: dict[tuple[int, str, int, int], int],
     ) -> None:
-        by_store: dict[int, tuple[Any, dict[str, dict[int, tuple[int, int]]]]] = {}
+        by_store: dict[int, tuple[Store, dict[str, dict[int, tuple[int, int]]]]] = {}
         for served, topic, partitions in served_partitions(self.runtime.partitions):
             if not partitions:
                 continue
@@ -108,7 +108,7 @@ class GroupCollector(Collector):
 
     def _stored_ms(
         self,
-        store: Any,
+        store: Store,
         topic: str,
         partition: int,
         offset: int,

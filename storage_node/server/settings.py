@@ -31,6 +31,9 @@ from pydantic_settings import (
 from storage_node.errors import InvalidArgument
 from storage_node.structured_log import check_format
 
+if typing.TYPE_CHECKING:
+    from storage_node.store import StoreConfig
+
 ENV_PREFIX = "MSGSTORE_"
 
 
@@ -267,7 +270,7 @@ def _host_port(text: str) -> bool:
     return bool(host) and port.isdigit() and 0 < int(port) <= 65535
 
 
-def build_store_config(settings: NodeSettings) -> Any:
+def build_store_config(settings: NodeSettings) -> StoreConfig:
     from storage_node.store import StoreConfig
 
     return StoreConfig(**settings.store).validate()

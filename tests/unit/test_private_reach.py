@@ -104,3 +104,84 @@ def test_no_module_reaches_into_another_layer(files):
     sources = [(m, p.read_text(encoding="utf-8")) for m, p in sorted(files.items())]
     found = reach_violations(sources, defined)
     assert found == [], "\n".join(found)
+
+
+# the layers above the store that hold stores and the partition service: the type checker
+# must see what they call on them (issue: "a typed store surface")
+TYPED_LAYERS = (
+    "storage_node.server",
+    "storage_node.replication",
+    "storage_node.partitions",
+    "storage_node.kafka",
+)
+HOLDS_A_STORE = ("store", "service")  # a name holding one of these is typed, never ``Any``
+
+
+def untyped_stores(sources: Iterable[tuple[str, str]]) -> list[str]:
+    """Arguments, annotated assignments and fields named like a store or the partition
+    service (``store``, ``leader_store``, ``service``...) whose annotation is ``Any``, and
+    functions named like one that return ``Any``."""
+
+    def is_any(annotation: ast.expr | None) -> bool:
+        """``Any``, ``typing.Any``, ``Any | None`` or ``Optional[Any]`` (quoted too); not a
+        container of ``Any`` such as a settings dict."""
+        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+            annotation = ast.parse(annotation.value, mode="eval").body
+        if isinstance(annotation, ast.Name):
+            return annotation.id == "Any"
+        if isinstance(annotation, ast.Attribute):
+            return annotation.attr == "Any"
+        if isinstance(annotation, ast.BinOp):  # X | None
+            return is_any(annotation.left) or is_any(annotation.right)
+        if isinstance(annotation, ast.Subscript) and getattr(annotation.value, "id", "") in (
+            "Optional",
+        ):
+            return is_any(annotation.slice)
+        return False
+
+    def named_like(name: str) -> bool:
+        return any(name == word or name.endswith("_" + word) for word in HOLDS_A_STORE)
+
+    found: list[str] = []
+    for module, text in sources:
+        for node in ast.walk(ast.parse(text)):
+            typed: list[tuple[str, ast.expr | None, int]] = []
+            if isinstance(node, ast.arg):
+                typed.append((node.arg, node.annotation, node.lineno))
+            elif isinstance(node, ast.AnnAssign):
+                target = node.target
+                name = target.id if isinstance(target, ast.Name) else getattr(target, "attr", "")
+                typed.append((name, node.annotation, node.lineno))
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                typed.append((node.name.removeprefix("_"), node.returns, node.lineno))
+            for name, annotation, line in typed:
+                if named_like(name) and is_any(annotation):
+                    found.append(f"{module}:{line} {name}")
+    return found
+
+
+def test_the_typed_store_check_catches_what_it_forbids():
+    bad = (
+        "def f(store: Any, leader_store: 'Any', x: Any) -> None: ...\n"
+        "class C:\n    service: Any = None\n"
+        "def own_store() -> typing.Any: ...\n"
+        "def g(store: Store, restore: Any, stores: dict[str, Any]) -> Store: ...\n"
+        "def h(service: Optional[Any], user_store: Any | None) -> None: ...\n"
+    )
+    assert sorted(untyped_stores([("m", bad)])) == [
+        "m:1 leader_store",
+        "m:1 store",
+        "m:3 service",
+        "m:4 own_store",
+        "m:6 service",
+        "m:6 user_store",
+    ]
+
+
+def test_stores_and_the_partition_service_are_typed_above_the_store(files):
+    sources = [
+        (module, path.read_text(encoding="utf-8"))
+        for module, path in files.items()
+        if module.startswith(TYPED_LAYERS)
+    ]
+    assert untyped_stores(sources) == []
