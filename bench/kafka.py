@@ -66,6 +66,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from storage_node.cli.ports import free_port  # noqa: E402
+from storage_node.formats.limits import MAX_PARTITIONS  # noqa: E402
 
 RECORD_BYTES = 100
 PRODUCER_PROPS = ["acks=1", "linger.ms=5", "batch.size=65536"]
@@ -384,9 +385,6 @@ def row(bench: str, ratio_name: str, results: dict[str, list[tuple[float, float]
     }
 
 
-MSGSTORE_MAX_PARTITIONS = 1024  # per topic (storage_node/kafka/topic_admin.py)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="50,000 messages, one round")
@@ -496,10 +494,8 @@ def main() -> None:
             refused = None
             for name in ("kafka", "msgstore"):
                 server = by_name[name]
-                if name == "msgstore" and partitions > MSGSTORE_MAX_PARTITIONS:
-                    refused = (
-                        f"msgstore takes at most {MSGSTORE_MAX_PARTITIONS} partitions per topic"
-                    )
+                if name == "msgstore" and partitions > MAX_PARTITIONS:
+                    refused = f"msgstore takes at most {MAX_PARTITIONS} partitions per topic"
                     continue
                 create_topic(java, server, topic, partitions)
                 results[name] = [

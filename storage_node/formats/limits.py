@@ -7,6 +7,11 @@ from storage_node.errors import InvalidBatch
 
 MAX_READ_MESSAGES = 10_000  # messages in one read page
 MAX_LOOKUP = 10_000  # messages one key lookup answers
+# Partitions of one topic, for the store, the routing table, the HTTP API and the Kafka
+# listener alike. A record frame names its partition in 16 bits (formats/record.py); the
+# bound is lower because each partition a node writes holds a queue index (up to 4 open files
+# and up to 64 KiB of entries not yet written, formats/queue_index.py).
+MAX_PARTITIONS = 8192
 
 # The empty-key rule, one for every way in (HTTP JSON and binary batches, the clients, the
 # CLI, the Spark writer and ingest job, the Kafka listener): a key is at least one byte. An

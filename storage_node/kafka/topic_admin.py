@@ -19,6 +19,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from storage_node.errors import InvalidArgument, MsgStoreError, UnknownTopic
+from storage_node.formats.limits import MAX_PARTITIONS
 from storage_node.kafka.errors import error_code, error_message
 from storage_node.kafka.registry import Api, ApiTable, RequestContext, make
 from storage_node.server.routes_topics import (
@@ -31,7 +32,6 @@ from storage_node.wire.routing_table import check_topic_name
 
 log = logging.getLogger("msgstore.kafka")
 NO_THROTTLE = datetime.timedelta(0)
-MAX_PARTITIONS = 1024
 
 
 class Refused(Exception):

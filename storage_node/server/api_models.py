@@ -28,14 +28,13 @@ from pydantic import (
 )
 
 from storage_node.errors import InvalidArgument, InvalidName
-from storage_node.formats.limits import EMPTY_KEY_RULE, MAX_READ_MESSAGES
+from storage_node.formats.limits import EMPTY_KEY_RULE, MAX_PARTITIONS, MAX_READ_MESSAGES
 from storage_node.formats.names import NAME_PATTERN
 from storage_node.formats.packed import PackedBatch, headers_column
 from storage_node.wire.message_json import headers_from_json
 from storage_node.wire.routing_table import check_topic_name
 
 MAX_INT64 = 2**63 - 1
-MAX_PARTITIONS = 1024
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -18,11 +18,11 @@ from dataclasses import asdict, replace
 
 from storage_node.backend.files import atomic_write
 from storage_node.errors import InvalidArgument, TopicConflict, UnknownTopic
+from storage_node.formats.limits import MAX_PARTITIONS
 from storage_node.formats.names import check_name
 from storage_node.store.types import TopicConfig
 
 FORMAT = 2
-MAX_PARTITIONS = 1024
 
 
 def adds_partitions(name: str, current: int, wanted: int) -> bool:
@@ -43,7 +43,7 @@ def validate_topic(cfg: TopicConfig) -> TopicConfig:
         raise InvalidArgument("topic config must be a TopicConfig")
     check_name("topic", cfg.name)
     if not isinstance(cfg.partitions, int) or not 1 <= cfg.partitions <= MAX_PARTITIONS:
-        raise InvalidArgument(f"partitions must be 1..1024, not {cfg.partitions!r}")
+        raise InvalidArgument(f"partitions must be 1..{MAX_PARTITIONS}, not {cfg.partitions!r}")
     if cfg.compression not in ("none", "lz4"):
         raise InvalidArgument(f"compression must be 'none' or 'lz4', not {cfg.compression!r}")
     if not isinstance(cfg.retention_hours, int | float) or not cfg.retention_hours > 0:

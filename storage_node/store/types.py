@@ -13,7 +13,7 @@ import numpy as np
 @dataclass(frozen=True)
 class TopicConfig:
     name: str  # [A-Za-z0-9._-]{1,200}, not "." or ".."
-    partitions: int  # 1..1024
+    partitions: int  # 1..MAX_PARTITIONS (formats/limits.py)
     compression: str = "lz4"  # "none" | "lz4"
     retention_hours: float = 168.0
 

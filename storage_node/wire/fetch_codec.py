@@ -14,6 +14,7 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from storage_node.formats.limits import MAX_PARTITIONS
 from storage_node.wire.read_answer import MalformedAnswer, ReadColumns, decode_read_answer
 
 Buffer = bytes | bytearray | memoryview
@@ -21,7 +22,7 @@ Buffer = bytes | bytearray | memoryview
 FETCH_MAGIC = b"MSF1"
 FETCH_HEADER = struct.Struct("<4sI")
 PAGE_HEADER = struct.Struct("<iI")
-MAX_FETCH_PARTITIONS = 1024
+MAX_FETCH_PARTITIONS = MAX_PARTITIONS  # pages: one per partition of the topic
 
 
 def encode_fetch_answer(pages: Mapping[int, Sequence[Buffer]]) -> bytes:

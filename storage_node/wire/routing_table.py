@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from storage_node.errors import InvalidArgument, InvalidName, TopicConflict, TopicsManaged
+from storage_node.formats.limits import MAX_PARTITIONS
 from storage_node.formats.names import is_valid_name
 
 if TYPE_CHECKING:
@@ -362,11 +363,10 @@ def parse_routing(doc: object) -> RoutingTable:
             raise InvalidArgument(f"invalid routing table: {exc.message}") from None
         _require(isinstance(tdoc, dict), f"topic {name!r} must be an object")
         partitions = tdoc.get("partitions")
+        whole = isinstance(partitions, int) and not isinstance(partitions, bool)
         _require(
-            isinstance(partitions, int)
-            and not isinstance(partitions, bool)
-            and 1 <= partitions <= 1024,
-            f"topic {name!r}: 'partitions' must be an integer 1..1024",
+            whole and 1 <= partitions <= MAX_PARTITIONS,
+            f"topic {name!r}: 'partitions' must be an integer 1..{MAX_PARTITIONS}",
         )
         compression = tdoc.get("compression", "lz4")
         _require(compression in COMPRESSIONS, f"topic {name!r}: bad 'compression'")

@@ -24,7 +24,7 @@ def test_bench_prints_its_rows(tmp_path):
             "--partitions",
             "2",
             "--partitions-curve",
-            "3,1025",
+            "3,40",
             "--profile",
             str(tmp_path / "profile"),
         ],
@@ -47,11 +47,10 @@ def test_bench_prints_its_rows(tmp_path):
         assert row[ratio] > 0
         assert row["kafka_cpu_s_per_million"] >= 0 and row["msgstore_cpu_s_per_million"] >= 0
     curve = {row["partitions"]: row for row in by_bench["kafka_produce_curve"]}
-    assert curve[3]["ratio_produce_vs_kafka"] > 0
-    # over msgstore's partitions per topic: Kafka's figure, msgstore's refusal stated
-    assert curve[1025]["kafka_msgs_per_s"] > 0
-    assert curve[1025]["msgstore_msgs_per_s"] is None
-    assert "1024" in curve[1025]["msgstore_refused"]
+    for partitions in (3, 40):  # a count over msgstore's limit (8,192) is not run here: a
+        # Kafka topic that large takes minutes to create; the limit has its own tests
+        assert curve[partitions]["ratio_produce_vs_kafka"] > 0
+        assert curve[partitions]["msgstore_msgs_per_s"] > 0
     # --profile: py-spy sampled the node's threads in both of its runs
     (profile,) = by_bench["kafka_profile"]
     for phase in ("produce", "consume"):

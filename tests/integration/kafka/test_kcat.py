@@ -146,3 +146,28 @@ def test_kafka_requests_land_in_the_produce_and_fetch_histograms(kafka_node: Kaf
     after = kafka_requests_timed(kafka_node)
     assert after["produce"] >= before["produce"] + 1, (before, after)
     assert after["fetch"] >= before["fetch"] + 1, (before, after)
+
+
+def test_a_topic_of_the_most_partitions_takes_a_record_in_its_last_one(
+    kafka_node: KafkaNode, request
+):
+    """A topic of MAX_PARTITIONS (more than Kafka users often run): Metadata lists them all
+    and the last one stores and serves a record; one more partition is refused."""
+    from storage_node.formats.limits import MAX_PARTITIONS
+
+    topic = topic_name(request)
+    kafka_node.create_topic(topic, partitions=MAX_PARTITIONS)
+    (t,) = json.loads(kcat(kafka_node, "-L", "-J", "-t", topic).stdout)["topics"]
+    assert [p["partition"] for p in t["partitions"]] == list(range(MAX_PARTITIONS))
+    last = str(MAX_PARTITIONS - 1)
+    kcat(kafka_node, "-P", "-t", topic, "-p", last, "-k", "k", input=b"at the end\n")
+    out = kcat(
+        kafka_node, "-C", "-t", topic, "-p", last, "-o", "beginning", "-e", "-q", "-f", "%p %k %s"
+    ).stdout
+    assert out == f"{last} k at the end".encode()
+    r = requests.post(
+        kafka_node.address + "/v1/topics",
+        json={"name": topic + "-over", "partitions": MAX_PARTITIONS + 1},
+        timeout=10,
+    )
+    assert r.status_code == 400 and str(MAX_PARTITIONS) in r.text, r.text

@@ -7,6 +7,7 @@ import base64
 import pytest
 import requests
 
+from storage_node.formats.limits import MAX_PARTITIONS
 from storage_node.wire.batch_codec import CONTENT_TYPE, encode_batch
 
 
@@ -62,7 +63,7 @@ def test_topic_create_repeat_conflict_and_list(node):
         {"name": "a/b", "partitions": 1},
         {"name": "x" * 201, "partitions": 1},
         {"name": "ok", "partitions": 0},
-        {"name": "ok", "partitions": 1025},
+        {"name": "ok", "partitions": MAX_PARTITIONS + 1},
         {"name": "ok", "partitions": "3"},
         {"name": "ok", "partitions": 1, "compression": "zstd"},
         {"name": "ok", "partitions": 1, "retention_hours": -1},

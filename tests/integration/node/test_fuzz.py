@@ -18,7 +18,7 @@ doc = openapi_document()
 # draining makes later writes answer 503 on purpose; it has its own test in test_api.py
 del doc["paths"]["/v1/admin/drain"]
 # every created topic costs files and fsyncs per partition: keep fuzzed topics small (the
-# 1..1024 bounds themselves are tested in test_api.py)
+# 1..MAX_PARTITIONS bounds themselves are tested in test_api.py)
 doc["components"]["schemas"]["TopicSpec"]["properties"]["partitions"]["maximum"] = 4
 doc["components"]["schemas"]["TopicPartitions"]["properties"]["partitions"]["maximum"] = 4
 # a long poll waits for its time when nothing arrives: keep fuzzed waits short

@@ -14,6 +14,7 @@ from urllib.parse import quote
 import pytest
 import requests
 
+from storage_node.formats.limits import MAX_PARTITIONS
 from storage_node.store import partition_for_key
 
 CLI = [sys.executable, "-m", "storage_node.cli"]
@@ -152,7 +153,7 @@ def test_add_partitions_on_a_node(node_factory):
     for body in (
         {"partitions": 1},
         {"partitions": 0},
-        {"partitions": 1025},
+        {"partitions": MAX_PARTITIONS + 1},
         {"partitions": "4"},
         {"partitions": True},
         {},

@@ -26,6 +26,7 @@ from storage_node.errors import (
     TopicConflict,
     UnknownTopic,
 )
+from storage_node.formats.limits import MAX_PARTITIONS
 from storage_node.store import MessageIn, Store, TopicConfig
 
 from .support import KIB, dir_listing, small_config, tree_snapshot
@@ -96,8 +97,8 @@ CASES: list[tuple[str, BadCall, type[MsgStoreError] | tuple[type[MsgStoreError],
         InvalidArgument,
     ),
     (
-        "topic-partitions-1025",
-        lambda s: s.create_topic(TopicConfig(name="p1025", partitions=1025)),
+        "topic-partitions-over-the-limit",
+        lambda s: s.create_topic(TopicConfig(name="p-over", partitions=MAX_PARTITIONS + 1)),
         InvalidArgument,
     ),
     (

@@ -14,6 +14,7 @@ import textwrap
 import pytest
 
 from storage_node.errors import InvalidArgument, InvalidName, NotFound, UnknownTopic
+from storage_node.formats.limits import MAX_PARTITIONS
 from storage_node.store import MessageIn, Store, TopicConfig, partition_for_key
 from tests.unit.store.conftest import small_config
 
@@ -107,7 +108,7 @@ def test_unknown_and_bad_names_change_nothing(store):
             store.delete_topic(bad)
     with pytest.raises(UnknownTopic):
         store.add_partitions("nope", 4)
-    for count in (2, 0, -1, 1025, True, "4", 2.0):
+    for count in (2, 0, -1, MAX_PARTITIONS + 1, True, "4", 2.0):
         with pytest.raises(InvalidArgument):
             store.add_partitions("orders", count)  # type: ignore[arg-type]
     assert _snapshot(store) == before
