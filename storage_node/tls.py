@@ -349,6 +349,15 @@ def _server_context(cert_file: str, key_file: str, ca_file: str = "") -> ssl.SSL
     return ctx
 
 
+def peer_subject(ssl_object: ssl.SSLObject | ssl.SSLSocket | None) -> str | None:
+    """The RFC 4514 subject of the client certificate a server-side TLS handshake verified
+    (a server asks for one only with a CA bundle: ``_server_context``), or None."""
+    der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+    if not der:
+        return None
+    return x509.load_der_x509_certificate(der).subject.rfc4514_string()
+
+
 def read_bundle(pem: bytes) -> list[x509.Certificate]:
     """The CA certificates of a PEM bundle (one CA, or several while a CA is rotated)."""
     try:

@@ -185,6 +185,12 @@ class Authorizer:
             for rule in self.document().rules_of(who.name)
         )
 
+    def still_holds_subject(self, who: Principal, subject: str) -> bool:
+        """Whether a client certificate's ``subject`` still names user ``who`` (the user was
+        not removed, its ``tls_subject`` not changed since the connection authenticated)."""
+        user = self.document().user(who.name)
+        return user is not None and user.tls_subject == subject
+
     def still_holds(self, who: Principal, token: str) -> bool:
         """Whether ``token`` still proves ``who`` (the user was not removed, its token not
         changed since it authenticated): a protocol that authenticates once per connection

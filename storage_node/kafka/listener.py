@@ -37,7 +37,8 @@ from storage_node.kafka.direct_send import DIRECT_SEND_BYTES, direct_fd, send_di
 from storage_node.kafka.node import KafkaNode
 from storage_node.kafka.records import RecordBatches
 from storage_node.kafka.registry import Api, ApiTable, ConnectionState, RequestContext
-from storage_node.kafka.sasl import PRE_AUTH_MAX_BYTES, Session, authenticate
+from storage_node.kafka.sasl import PRE_AUTH_MAX_BYTES, Session, authenticate, certificate_login
+from storage_node.tls import peer_subject
 
 log = logging.getLogger("msgstore.kafka")
 
@@ -110,6 +111,7 @@ class KafkaListener:
         peer = writer.get_extra_info("peername")
         authorizer = self.node.runtime.authorizer
         session = Session(required=authorizer.required)
+        certificate_login(session, authorizer, peer_subject(writer.get_extra_info("ssl_object")))
         connection = ConnectionState()
         try:
             while True:

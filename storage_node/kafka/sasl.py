@@ -16,6 +16,9 @@ client send); after SaslHandshake v0 the next frame is the bare SASL token, answ
 empty frame, as Kafka's broker does. A wrong token is answered SASL_AUTHENTICATION_FAILED
 and the connection closed.
 
+With TLS on, a connection whose verified client certificate names a user (its
+``tls_subject``) is that user without SASL (``certificate_login``), as on HTTPS.
+
 Revocation: a user's connection is closed at its next request once the access document no
 longer holds that user with that token (removed, or its token rotated); the client
 reconnects and its authentication fails. ACL changes need no such step: every request is
@@ -49,6 +52,7 @@ class Session:
     raw_next: bool = False  # after SaslHandshake v0: the next frame is a bare SASL token
     principal: Principal | None = None  # who authenticated (anyone on a node without token)
     token: str = ""  # the token it authenticated with: does it still hold? (revocation)
+    subject: str | None = None  # or the client certificate subject it authenticated with
     close_reason: str | None = None  # close the connection once this answer is sent
 
     def __post_init__(self) -> None:
@@ -66,7 +70,12 @@ class Session:
             if api_key in PRE_AUTH_APIS:
                 return None
             return f"{api_name} before SASL authentication (the node requires a token)"
-        if not authorizer.still_holds(who, self.token):
+        if self.subject is not None and not authorizer.still_holds_subject(who, self.subject):
+            return (
+                f"user {who.name} was removed or its certificate subject changed since this "
+                "connection authenticated"
+            )
+        if self.subject is None and not authorizer.still_holds(who, self.token):
             return (
                 f"user {who.name} was removed or its token changed since this connection "
                 "authenticated"
@@ -103,6 +112,18 @@ def credentials_of(mechanism: str, auth_bytes: bytes) -> Credentials | None:
     return None
 
 
+def certificate_login(session: Session, authorizer: Authorizer, subject: str | None) -> None:
+    """A TLS connection whose client certificate (verified against the store's CA bundle)
+    names a user (its ``tls_subject``, MessageStoreUser authentication ``tls``) is that user
+    from the start, without SASL, as on Kafka's SSL listeners and the HTTPS API. A subject
+    no user has proves no one: the connection must then authenticate with SASL."""
+    if not session.required or subject is None:
+        return
+    who = authorizer.authenticate_subject(subject)
+    if who is not None:
+        session.principal, session.subject = who, subject
+
+
 def authenticate(session: Session, authorizer: Authorizer, auth_bytes: bytes) -> str | None:
     """Check the client's SASL message; None when it authenticated (the principal is kept
     on the session), else the reason."""
@@ -121,7 +142,7 @@ def authenticate(session: Session, authorizer: Authorizer, auth_bytes: bytes) ->
         and given.username != principal.name
     ):
         return f"the username {given.username!r} is not the name of the token's user"
-    session.principal, session.token = principal, given.token
+    session.principal, session.token, session.subject = principal, given.token, None
     return None
 
 

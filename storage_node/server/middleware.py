@@ -9,13 +9,13 @@ import time
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
-from cryptography import x509
 
 from storage_node.access.authorizer import ANONYMOUS, Authorizer
 from storage_node.errors import DiskFull, MsgStoreError
 from storage_node.server.app_keys import PRINCIPAL
 from storage_node.server.metrics import NodeMetrics
 from storage_node.server.permissions import SUPER_CHANGE, Kind, authorize, permission_of
+from storage_node.tls import peer_subject
 
 log = logging.getLogger(__name__)
 UNDECLARED = SUPER_CHANGE  # deny by default: a route nobody declared is the super-user's
@@ -126,11 +126,7 @@ def client_subject(request: web.Request) -> str | None:
     verified (the node asks for one only when it has a CA bundle), or None."""
     if request.transport is None:
         return None
-    ssl_object = request.transport.get_extra_info("ssl_object")
-    der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
-    if not der:
-        return None
-    return x509.load_der_x509_certificate(der).subject.rfc4514_string()
+    return peer_subject(request.transport.get_extra_info("ssl_object"))
 
 
 def _unauthenticated(message: str) -> web.Response:

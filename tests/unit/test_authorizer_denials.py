@@ -76,6 +76,39 @@ def test_still_holds_until_the_user_is_removed_or_its_token_changes(setup):
     assert auth.still_holds(SUPER_USER, "anything") and auth.still_holds(READER, "x")
 
 
+def test_a_certificate_login_holds_until_its_user_goes_or_its_subject_changes(tmp_path: Path):
+    """The Kafka listener's certificate login (kafka/sasl.certificate_login): a subject that
+    names a user makes the connection that user without SASL; an unknown one leaves it
+    unauthenticated; removing the user or changing its ``tls_subject`` ends it at the
+    connection's next request (``Session.refusal``)."""
+    from storage_node.kafka.sasl import Session, certificate_login
+
+    path = tmp_path / "access.json"
+
+    def users(*pairs: tuple[str, str]) -> None:
+        doc = AccessDocument(
+            generation=len(pairs) + 1,
+            users=tuple(User(name, tls_subject=subject) for name, subject in pairs),
+        )
+        write_access_file(path, doc)
+
+    users(("carol", "CN=carol"))
+    auth = Authorizer("super", "", AccessFile(path, check_interval_s=0))
+    session = Session(required=True)
+    certificate_login(session, auth, "CN=carol")
+    assert session.principal is not None and session.principal.name == "carol"
+    assert session.refusal(0, "Produce", auth) is None
+    stranger = Session(required=True)
+    certificate_login(stranger, auth, "CN=mallory")
+    assert not stranger.authenticated
+    users(("carol", "CN=carol,O=elsewhere"))
+    assert "certificate subject changed" in (session.refusal(0, "Produce", auth) or "")
+    users(("carol", "CN=carol"))
+    assert session.refusal(0, "Produce", auth) is None
+    users(("dave", "CN=dave"))
+    assert "removed" in (session.refusal(0, "Produce", auth) or "")
+
+
 def test_a_denial_is_logged_with_who_what_and_from_where_and_counted(
     setup, caplog: pytest.LogCaptureFixture
 ):

@@ -311,3 +311,64 @@ def test_a_user_known_by_its_certificate_subject_gets_its_rules_without_a_token(
     assert refused.status_code == 403, refused.text
     stranger = get(eve)
     assert stranger.status_code == 401 and "CN=eve" in stranger.json()["error"]["message"]
+
+
+def test_a_certificate_user_produces_over_kafka_without_sasl(cluster, tmp_path):
+    """Over the Kafka listener's TLS (librdkafka's ``security.protocol=SSL``): a client
+    certificate whose subject is a user's ``tls_subject`` is that user, no SASL; its rules
+    apply (WRITE on one topic, not on another), a subject no user has proves no one and
+    stores nothing, and removing the user closes its connection at the next request."""
+    from confluent_kafka import KafkaError, Producer
+
+    from storage_node.access.access_file import edit_access_file
+    from storage_node.access.document import AclRule, Operation, Pattern, ResourceType, User
+
+    store_ca = tls.CertKey(
+        Path(cluster.ca_file).read_bytes(), (Path(cluster.tls_dir) / "ca.key").read_bytes()
+    )
+    carol = pair_files(tmp_path, "carol", tls.issue_client_cert(store_ca, "carol"))
+    mallory = pair_files(tmp_path, "mallory", tls.issue_client_cert(store_ca, "mallory"))
+    with Client(cluster.addresses, token=TOKEN, ca=cluster.ca_file) as admin:
+        admin.create_topic("by-cert", partitions=2)
+    write = AclRule("carol", Operation.WRITE, ResourceType.TOPIC, Pattern.LITERAL, "by-cert")
+    edit_access_file(
+        cluster.access_file,
+        lambda doc: doc.with_user(User("carol", tls_subject="CN=carol")).with_rule(write),
+    )
+
+    def produce(cert: tuple[str, str], topic: str, count: int) -> list[object]:
+        producer = Producer(
+            {
+                "bootstrap.servers": cluster.kafka_address(cluster.nodes[0]),
+                "security.protocol": "SSL",
+                "ssl.ca.location": cluster.ca_file,
+                "ssl.certificate.location": cert[0],
+                "ssl.key.location": cert[1],
+                "message.timeout.ms": 15000,
+            }
+        )
+        outcomes: list[object] = []
+        for i in range(count):
+            producer.produce(topic, f"v{i}".encode(), on_delivery=lambda e, _m: outcomes.append(e))
+        producer.flush(30)
+        return outcomes
+
+    def held(topic: str) -> int:
+        with Client(cluster.addresses, token=TOKEN, ca=cluster.ca_file) as reader:
+            doc = reader.describe_topic(topic)
+        return sum(p["next_offset"] - p["first_offset"] for p in doc["partition_offsets"])
+
+    deadline = time.monotonic() + 60
+    outcomes = produce(carol, "by-cert", 10)
+    while outcomes != [None] * 10 and time.monotonic() < deadline:
+        time.sleep(0.5)  # the nodes re-read the access file within a second
+        outcomes = produce(carol, "by-cert", 10)
+    assert outcomes == [None] * 10, outcomes
+    stored = held("by-cert")
+    assert stored >= 10
+    refused = produce(carol, "m", 1)
+    assert len(refused) == 1 and refused[0] is not None
+    assert refused[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, refused[0]
+    stranger = produce(mallory, "by-cert", 3)
+    assert len(stranger) == 3 and all(e is not None for e in stranger), stranger
+    assert held("by-cert") == stored
