@@ -57,3 +57,24 @@ def test_bench_prints_its_rows(tmp_path):
         assert (tmp_path / "profile" / f"{phase}-0.txt").stat().st_size > 0
         shares = [share for share, _frame in profile[phase]]
         assert shares and all(0 < s <= 1 for s in shares), profile
+
+
+def test_the_ab_bench_compares_two_trees_interleaved():
+    """bench/kafka_ab.py with this checkout as both trees: one JSON line per run, A and B
+    alternating (ABBA), and the summary of both."""
+    kafka_classpath()
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "kafka_ab.py"), str(ROOT), str(ROOT)]
+        + ["--rounds", "2", "--messages", "3000", "--warmup-messages", "500"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    rows = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    runs = [r for r in rows if r["bench"] == "kafka_ab_run"]
+    assert [r["round"] for r in runs] == [0, 0, 1, 1]
+    assert all(r["msgs_per_s"] > 0 and r["cpu_s_per_million"] >= 0 for r in runs)
+    (summary,) = [r for r in rows if r["bench"] == "kafka_ab"]
+    assert len(summary["a"]["rounds"]) == 2 and len(summary["b"]["rounds"]) == 2
+    assert summary["ratio_b_vs_a"] > 0
