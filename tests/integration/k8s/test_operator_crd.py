@@ -12,6 +12,8 @@ import json
 import pytest
 from operator_support import CRD_NAME, apply_json, install_crd, remove_crd, store_manifest
 
+from storage_node.formats.limits import MAX_PARTITIONS
+
 
 @pytest.fixture(scope="module")
 def ns(k8s_cluster):
@@ -71,7 +73,7 @@ CREATE_CASES = {
     "topic name with a slash": ({"topics": [{"name": "a/b"}]}, "spec.topics[0].name"),
     "zero replicas": ({"replicas": 0}, "spec.replicas: Invalid value: 0"),
     "too many partitions": (
-        {"topics": [{"name": "a", "partitions": 5000}]},
+        {"topics": [{"name": "a", "partitions": MAX_PARTITIONS + 1}]},
         "spec.topics[0].partitions",
     ),
     "unknown compression": (

@@ -103,12 +103,16 @@ def test_a_token_reaching_a_message_is_redacted(capsys) -> None:  # type: ignore
     assert doc["component"] == "node" and doc["level"] == "warning"
 
 
-def _leads_own_log(address: str, node_id: str) -> bool:
-    try:
-        doc = requests.get(address + "/v1/replication/status", timeout=5).json()
-    except (requests.RequestException, ValueError):
-        return False
-    return doc.get("logs", {}).get(node_id, {}).get("role") == "leader"
+def _logs_led(addresses: list[str]) -> set[str]:
+    """The logs some node says it leads (a node that does not answer leads none)."""
+    led = set()
+    for address in addresses:
+        try:
+            doc = requests.get(address + "/v1/replication/status", timeout=5).json()
+        except (requests.RequestException, ValueError):
+            continue
+        led |= {log for log, info in doc.get("logs", {}).items() if info.get("role") == "leader"}
+    return led
 
 
 def test_replication_events_name_their_log_and_epoch(tmp_path: Path) -> None:
@@ -116,11 +120,13 @@ def test_replication_events_name_their_log_and_epoch(tmp_path: Path) -> None:
     cluster.up(nodes=3, replication_factor=3)
     try:
         cluster.wait_leaders()
-        # the routing table names the leaders before each node acts on it (and logs it)
+        # the routing table names the leaders before each node acts on it (and logs it);
+        # on a busy machine the controller may already have moved a slow node's log to
+        # another node: any leader will do, each log's events name the log
         wait_until(
-            lambda: all(_leads_own_log(n.address, n.id) for n in cluster.nodes),
+            lambda: _logs_led(cluster.addresses) == {n.id for n in cluster.nodes},
             60,
-            "every node leading its own log",
+            "every log led by a node",
         )
     finally:
         cluster.down()

@@ -67,3 +67,14 @@ def test_replication_fields_are_read_and_checked():
     assert "at least 3" in replication_problem(parse_spec({"replicas": 2, "replicationFactor": 3}))
     assert "minInSync" in replication_problem(parse_spec({"replicationFactor": 2, "minInSync": 3}))
     assert "1, 2 or 3" in replication_problem(parse_spec({"replicationFactor": 4}))
+
+
+def test_the_crds_bound_a_topics_partitions_as_the_nodes_do():
+    """Both CRD copies (crds/ and the chart's) take what a node takes: 1..MAX_PARTITIONS."""
+    from storage_node.formats.limits import MAX_PARTITIONS
+
+    for path in (CRD, CRD.parents[1] / "helm" / "msgstore" / "crds" / "messagestore.yaml"):
+        crd = yaml.safe_load(path.read_text())
+        spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        partitions = spec["properties"]["topics"]["items"]["properties"]["partitions"]
+        assert (partitions["minimum"], partitions["maximum"]) == (1, MAX_PARTITIONS), path
