@@ -212,7 +212,7 @@ def start_kafka(java: Java, workdir: Path, durability: str) -> Server:
     return Server("kafka", proc, f"127.0.0.1:{port}", log)
 
 
-def start_msgstore(workdir: Path, durability: str) -> Server:
+def start_msgstore(workdir: Path, durability: str, code: Path = ROOT) -> Server:
     """``msgstore serve --kafka-port`` with the node's defaults (lifecycle tasks off) and the
     flush mode of ``durability``."""
     port = free_port()
@@ -222,6 +222,7 @@ def start_msgstore(workdir: Path, durability: str) -> Server:
         **os.environ,
         "MSGSTORE_LIFECYCLE_INTERVAL_S": "0",
         "MSGSTORE_FLUSH_MODE": DURABILITY[durability][1],
+        "PYTHONPATH": str(code),  # the node runs this checkout's code (bench/kafka_ab.py: two)
     }
     argv = [
         sys.executable,
@@ -238,7 +239,7 @@ def start_msgstore(workdir: Path, durability: str) -> Server:
         "log_level=WARNING",
     ]
     with log.open("wb") as out:
-        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(argv, env=env, cwd=code, stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
     while True:
         try:

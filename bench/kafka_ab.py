@@ -11,7 +11,7 @@ one JSON line per run and a summary line with the medians per tree.
 
 A tree is a checkout of this repository with its compiled extensions built (``make venv``
 builds them in place; a ``git worktree`` needs them built or copied there); the node runs
-with this interpreter and the tree first on ``sys.path``.
+with this interpreter, from the tree (its working directory and ``PYTHONPATH``).
 
 Usage: python bench/kafka_ab.py TREE_A TREE_B [--rounds 4] [--messages 2000000]
 """
@@ -19,14 +19,11 @@ Usage: python bench/kafka_ab.py TREE_A TREE_B [--rounds 4] [--messages 2000000]
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib.util
 import json
-import os
 import statistics
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,23 +41,6 @@ def _load_bench_kafka() -> Any:
 
 
 bench = _load_bench_kafka()
-
-
-@contextlib.contextmanager
-def node_code_from(tree: Path) -> Iterator[None]:
-    """Start nodes from ``tree``: ``python -m storage_node.cli`` finds the package in its
-    working directory first, and PYTHONPATH names it for anything it imports later."""
-    old_cwd, old_path = os.getcwd(), os.environ.get("PYTHONPATH")
-    os.chdir(tree)
-    os.environ["PYTHONPATH"] = str(tree)
-    try:
-        yield
-    finally:
-        os.chdir(old_cwd)
-        if old_path is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = old_path
 
 
 def main() -> None:
@@ -83,8 +63,7 @@ def main() -> None:
             for name in ("a", "b") if i % 2 == 0 else ("b", "a"):
                 workdir = Path(tmp) / f"{name}{i}"
                 workdir.mkdir()
-                with node_code_from(trees[name]):
-                    server = bench.start_msgstore(workdir, "page-cache")
+                server = bench.start_msgstore(workdir, "page-cache", code=trees[name])
                 try:
                     bench.create_topic(java, server, "ab", args.partitions)
                     bench.produce(java, server, "ab", args.warmup_messages)

@@ -36,7 +36,7 @@ from storage_node.kafka.apis import HANDLER_MODULES
 from storage_node.kafka.direct_send import DIRECT_SEND_BYTES, direct_fd, send_direct
 from storage_node.kafka.node import KafkaNode
 from storage_node.kafka.records import RecordBatches
-from storage_node.kafka.registry import Api, ApiTable, ConnectionState, RequestContext
+from storage_node.kafka.registry import ApiTable, ConnectionState, RequestContext
 from storage_node.kafka.sasl import PRE_AUTH_MAX_BYTES, Session, authenticate, certificate_login
 from storage_node.tls import peer_subject
 
@@ -198,23 +198,14 @@ class KafkaListener:
         source = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else ""
         ctx.guard = Guard(authorizer, session.principal, api_key, source)
         ctx.listener = self.listener
-        operation = OPERATION_OF_API.get(api_key)
-        if operation is None:
-            return await self._handle(api, ctx, request)
         started = time.perf_counter()
         try:
-            return await self._handle(api, ctx, request)
+            response = await api.handler(ctx, request)
+            return None if response is None else encode_response(correlation_id, response)
         finally:
-            observe = self.node.runtime.observe_operation
-            if observe is not None:
+            operation, observe = OPERATION_OF_API.get(api_key), self.node.runtime.observe_operation
+            if operation is not None and observe is not None:
                 observe(operation, "kafka", time.perf_counter() - started)
-
-    @staticmethod
-    async def _handle(api: Api, ctx: RequestContext, request: Any) -> list[Buffer] | None:
-        response = await api.handler(ctx, request)
-        if response is None:
-            return None
-        return encode_response(ctx.correlation_id, response)
 
     def _unsupported_api_versions(self, correlation_id: int) -> list[Buffer]:
         """ApiVersions v0 with UNSUPPORTED_VERSION and the versions we have (KIP-511)."""

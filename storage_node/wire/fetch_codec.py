@@ -22,7 +22,6 @@ Buffer = bytes | bytearray | memoryview
 FETCH_MAGIC = b"MSF1"
 FETCH_HEADER = struct.Struct("<4sI")
 PAGE_HEADER = struct.Struct("<iI")
-MAX_FETCH_PARTITIONS = MAX_PARTITIONS  # pages: one per partition of the topic
 
 
 def encode_fetch_answer(pages: Mapping[int, Sequence[Buffer]]) -> bytes:
@@ -43,8 +42,8 @@ def decode_fetch_answer(body: bytes | bytearray | memoryview) -> dict[int, ReadC
     magic, count = FETCH_HEADER.unpack_from(view, 0)
     if magic != FETCH_MAGIC:
         raise MalformedAnswer(f"bad fetch answer magic {magic!r}, expected {FETCH_MAGIC!r}")
-    if count > MAX_FETCH_PARTITIONS:
-        raise MalformedAnswer(f"fetch answer claims {count} pages, at most {MAX_FETCH_PARTITIONS}")
+    if count > MAX_PARTITIONS:  # a page per partition of the topic
+        raise MalformedAnswer(f"fetch answer claims {count} pages, at most {MAX_PARTITIONS}")
     pos = FETCH_HEADER.size
     pages: dict[int, ReadColumns] = {}
     for _ in range(count):
