@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,12 +23,33 @@ class KubectlError(RuntimeError):
     """A kubectl or helm command failed; the message has its arguments and output."""
 
 
+# What kubectl and helm print when the API server was not reached at all: on a loaded 2-core
+# machine a kind or kwok API server can miss a TLS handshake or refuse a connection for a few
+# seconds. The request never arrived, so sending it again changes nothing it did not change.
+_UNREACHED = (
+    "Unable to connect to the server",
+    "TLS handshake timeout",
+    "connect: connection refused",
+)
+_UNREACHED_TRIES = 6
+_UNREACHED_PAUSE_S = 5.0
+
+
+def _unreached(proc: subprocess.CompletedProcess[str]) -> bool:
+    return proc.returncode != 0 and any(sign in proc.stderr for sign in _UNREACHED)
+
+
 def _run(
     argv: list[str], env: dict[str, str], input: str | None, check: bool, timeout: float
 ) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        argv, env=env, input=input, capture_output=True, text=True, timeout=timeout, check=False
-    )
+    for attempt in range(_UNREACHED_TRIES):
+        proc = subprocess.run(
+            argv, env=env, input=input, capture_output=True, text=True, timeout=timeout, check=False
+        )
+        if not _unreached(proc) or attempt == _UNREACHED_TRIES - 1:
+            break
+        sys.stderr.write(f"[kubectl] API server not reached, again in {_UNREACHED_PAUSE_S:.0f}s\n")
+        time.sleep(_UNREACHED_PAUSE_S)
     if check and proc.returncode != 0:
         raise KubectlError(
             f"{' '.join(argv)} exited with {proc.returncode}\n"

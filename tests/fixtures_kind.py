@@ -350,6 +350,39 @@ def _port_free(port: int) -> bool:
     return True
 
 
+# The test cluster shares two cores with two other pytest processes. Two settings keep its
+# control plane answering when the machine is loaded (a CI run once saw the controller manager
+# and the scheduler restart 8 times each and the API server miss TLS handshakes):
+# - one control plane has no one to elect, yet a leader that misses its lease renewal under
+#   load exits, and every restart relists the whole cluster, adding load;
+# - etcd without fsync: the nodes' own fsyncs and Kafka's share the disk, and a slow fsync
+#   stalls every API write. A test cluster is thrown away, never recovered from disk.
+_CONTROL_PLANE_PATCH = {
+    "group": "kubeadm.k8s.io",
+    "version": "v1beta4",
+    "kind": "ClusterConfiguration",
+    "patch": yaml.safe_dump(
+        [
+            {
+                "op": "add",
+                "path": "/controllerManager/extraArgs/-",
+                "value": {"name": "leader-elect", "value": "false"},
+            },
+            {  # kind gives the scheduler no arguments of its own (a null list)
+                "op": "add",
+                "path": "/scheduler/extraArgs",
+                "value": [{"name": "leader-elect", "value": "false"}],
+            },
+            {
+                "op": "add",
+                "path": "/etcd",
+                "value": {"local": {"extraArgs": [{"name": "unsafe-no-fsync", "value": "true"}]}},
+            },
+        ]
+    ),
+}
+
+
 def _kind_config(work: Path) -> tuple[Path, dict[int, int]]:
     """kind-config.yaml with this session's cluster name.
 
@@ -359,6 +392,7 @@ def _kind_config(work: Path) -> tuple[Path, dict[int, int]]:
     """
     config = yaml.safe_load((REPO / "kind-config.yaml").read_text())
     config["name"] = CLUSTER_NAME
+    config.setdefault("kubeadmConfigPatchesJSON6902", []).append(_CONTROL_PLANE_PATCH)
     ports: dict[int, int] = {}
     for node in config["nodes"]:
         for mapping in node.get("extraPortMappings", []):

@@ -59,6 +59,14 @@ def _kwokctl_config(bin_dir: Path) -> dict[str, Any]:
             "etcdBinary": str(bin_dir / "etcd"),
             "kwokControllerBinary": str(bin_dir / "kwok"),
         },
+        # As for the kind cluster (tests/fixtures_kind.py): on a loaded machine a leader that
+        # misses a lease renewal exits and relists everything, and etcd's fsyncs stall every
+        # write; this control plane has one of each component and is thrown away.
+        "componentsPatches": [
+            {"name": name, "extraArgs": [{"key": "leader-elect", "value": "false"}]}
+            for name in ("kube-controller-manager", "kube-scheduler")
+        ]
+        + [{"name": "etcd", "extraArgs": [{"key": "unsafe-no-fsync", "value": "true"}]}],
     }
 
 

@@ -33,9 +33,17 @@ def install_crd(cluster: K8sCluster) -> None:
     """Both CRDs the operator serves (MessageStore, MessageStoreUser)."""
     for path, name in ((CRD_PATH, CRD_NAME), (USER_CRD_PATH, USER_CRD_NAME)):
         cluster.run_kubectl("apply", "--server-side", "-f", str(path))
-        cluster.run_kubectl(
-            "wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s", timeout=90
+        # Polled here, not `kubectl wait`: until the API server's CRD controller writes the
+        # first condition, `kubectl wait --for=condition=...` fails at once on the missing
+        # `.status.conditions` (seen on a loaded machine) instead of waiting.
+        cluster.wait_until(
+            lambda crd=name: _established(cluster, crd), f"CRD {name} established", 90, 0.5
         )
+
+
+def _established(cluster: K8sCluster, name: str) -> bool:
+    conditions = cluster.get_json(f"crd/{name}").get("status", {}).get("conditions") or []
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
 
 def remove_crd(cluster: K8sCluster) -> None:
