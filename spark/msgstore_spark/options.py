@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from msgstore_spark.errors import OptionError
-from storage_node.formats.limits import MAX_READ_MESSAGES
+from storage_node.formats.limits import MAX_PARTITIONS, MAX_READ_MESSAGES
 from storage_node.formats.names import is_valid_name
 
 EARLIEST = -2  # Kafka's JSON convention inside startingOffsets / endingOffsets
@@ -260,7 +260,7 @@ def write_options(options: Mapping[str, str]) -> WriteOptions:
         raise OptionError("topic", "is required for writes")
     check_topic_name(topic, "topic")
     raw_parts = _get(options, "partitions")
-    partitions = None if raw_parts is None else _int(options, "partitions", None, 1, 1024)
+    partitions = None if raw_parts is None else _int(options, "partitions", None, 1, MAX_PARTITIONS)
     compression = (_get(options, "compression") or "lz4").lower()
     if compression not in ("lz4", "none"):
         raise OptionError("compression", f"must be 'lz4' or 'none', got {compression!r}")

@@ -16,7 +16,7 @@ from aiohttp import web
 
 from storage_node.access.document import Operation, ResourceType
 from storage_node.errors import InvalidArgument, InvalidBatch
-from storage_node.formats.limits import MAX_LOOKUP, MAX_READ_MESSAGES
+from storage_node.formats.limits import MAX_LOOKUP, MAX_PARTITIONS, MAX_READ_MESSAGES
 from storage_node.replication.shipping import H_COPIES
 from storage_node.server import lookups
 from storage_node.server.api_models import FetchRequest, parse
@@ -140,7 +140,7 @@ async def produce(request: web.Request) -> web.Response:
 async def read_partition(request: web.Request) -> web.StreamResponse:
     rt = runtime_of(request)
     topic = topic_param(request)
-    partition = path_int(request, "partition", 0, 1023)
+    partition = path_int(request, "partition", 0, MAX_PARTITIONS - 1)
     cfg = await get_topic_config(rt, topic)
     if partition >= cfg.partitions:
         raise InvalidArgument(

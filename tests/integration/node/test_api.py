@@ -308,6 +308,24 @@ def test_bad_read_parameters_are_400(node):
     assert resp.status_code == 400
 
 
+def test_the_last_partition_of_the_largest_topic_is_read_over_http(node):
+    """The read route takes every partition a topic may have (MAX_PARTITIONS), not only the
+    first 1,024 (its bound was left behind when the limit rose)."""
+    assert create(node, "wide", MAX_PARTITIONS).status_code == 201
+    last = MAX_PARTITIONS - 1
+    resp = requests.post(
+        node.url("/v1/topics/wide/messages"),
+        json={"messages": [{"key": "k", "value": "far", "partition": last}]},
+    )
+    assert resp.status_code == 200, resp.text
+    base = "/v1/topics/wide/partitions/{}/messages"
+    read = requests.get(node.url(base.format(last)), params={"offset": 0})
+    assert read.status_code == 200, read.text
+    assert [m["value"] for m in read.json()["messages"]] == ["far"]
+    over = requests.get(node.url(base.format(MAX_PARTITIONS)), params={"offset": 0})
+    assert over.status_code == 400, over.text
+
+
 def test_time_range_read(node):
     create(node, "timed", 1)
     requests.post(

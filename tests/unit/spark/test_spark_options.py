@@ -11,6 +11,7 @@ from msgstore_spark.errors import OptionError
 from msgstore_spark.options import EARLIEST, LATEST, read_options, write_options
 from msgstore_spark.ranges import OffsetRange, pack_ranges
 
+from storage_node.formats.limits import MAX_PARTITIONS
 from storage_node.wire.batch_codec import decode_batch
 
 BASE = {"endpoints": "http://127.0.0.1:1", "topic": "orders"}
@@ -75,6 +76,7 @@ def test_streams_have_no_end():
         ({**BASE, "topics": "a,b"}, "topics"),
         ({"endpoints": "http://h:1"}, "topic"),
         ({**BASE, "partitions": "0"}, "partitions"),
+        ({**BASE, "partitions": str(MAX_PARTITIONS + 1)}, "partitions"),
         ({**BASE, "compression": "zip"}, "compression"),
         ({**BASE, "batchSize": "-1"}, "batchSize"),
     ],
@@ -83,6 +85,13 @@ def test_bad_write_options_name_the_option(options, named):
     with pytest.raises(OptionError) as info:
         write_options(options)
     assert f"'{named}'" in str(info.value)
+
+
+def test_a_write_may_create_a_topic_of_every_size_the_store_takes():
+    """The same bound as the store's (formats/limits), not one of its own."""
+    assert write_options({**BASE, "partitions": str(MAX_PARTITIONS)}).create_partitions == (
+        MAX_PARTITIONS
+    )
 
 
 def test_frame_from_arrow_decodes_with_the_node_codec():
