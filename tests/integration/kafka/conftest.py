@@ -25,7 +25,7 @@ class KafkaNode(NodeProcess):
         self.args += ["--kafka-port", str(self.kafka_port)]
         self.bootstrap = f"127.0.0.1:{self.kafka_port}"
 
-    def wait_ready(self, timeout: float = 60.0) -> None:
+    def wait_ready(self, timeout: float = 180.0) -> None:  # as NodeProcess: a loaded machine
         super().wait_ready(timeout)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -59,7 +59,9 @@ class NodeProcess:
                     f"node exited with {self.proc.returncode}:\n{self.log.read_text()}"
                 )
             try:
-                if requests.get(self.address + "/readyz", timeout=1).status_code == 200:
+                # 5 s: at a load average of 40-50 a node took over a second to answer, and
+                # every check of a whole minute timed out (CI, test_kcat.py)
+                if requests.get(self.address + "/readyz", timeout=5).status_code == 200:
                     return
             except requests.RequestException:
                 pass

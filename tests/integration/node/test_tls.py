@@ -48,14 +48,14 @@ class TlsNode(NodeProcess):
         )
         self.address = f"https://127.0.0.1:{self.port}"
 
-    def wait_ready(self, timeout: float = 60.0) -> None:
+    def wait_ready(self, timeout: float = 180.0) -> None:  # a loaded machine
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.proc is not None
             if self.proc.poll() is not None:
                 raise RuntimeError(f"node exited {self.proc.returncode}:\n{self.log.read_text()}")
             try:
-                if requests.get(self.url("/readyz"), timeout=1, verify=self.ca_file).ok:
+                if requests.get(self.url("/readyz"), timeout=5, verify=self.ca_file).ok:
                     return
             except requests.RequestException:
                 pass

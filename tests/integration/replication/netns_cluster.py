@@ -229,14 +229,14 @@ class NetnsCluster:
                 write_routing_file(self._node_routing(name), table)
                 last[name] = table.generation
 
-    def wait_ready(self, name: str, timeout: float = 60.0) -> None:
+    def wait_ready(self, name: str, timeout: float = 180.0) -> None:  # a loaded machine
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             proc = self.procs[name]
             if proc.poll() is not None:
                 raise RuntimeError(f"{name} exited: {self.log_tail(name)}")
             try:
-                if requests.get(self.address(name) + "/readyz", timeout=1).status_code == 200:
+                if requests.get(self.address(name) + "/readyz", timeout=5).status_code == 200:
                     return
             except requests.RequestException:
                 pass
