@@ -47,7 +47,12 @@ class NodeProcess:
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
         if wait:
-            self.wait_ready()
+            try:
+                self.wait_ready()
+            except BaseException:  # a node that never became ready is not left running
+                self.proc.kill()
+                self.proc.wait(30)
+                raise
         return self
 
     def wait_ready(self, timeout: float = 180.0) -> None:  # a loaded 2-core machine is slow
