@@ -17,13 +17,11 @@ NEW_CONFIG = {
 }
 
 
-def test_a_rolling_config_change_keeps_serving_and_loses_nothing(shop: Shop) -> None:
-    shop.wait_store_ready(3)
+def _roll_under(shop: Shop, start: int) -> None:
+    """With the load running: the config patched, every node pod replaced, and writes
+    stored both before the roll and after it."""
+    shop.wait_stored("orders", start + 200, "the load stored before the config change")
     before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in shop.node_pods()}
-    load = shop.start_workload(
-        "produce", "--topic", "orders", "--run", "roll", "--seconds", "75", "--batch", "20",
-        "--pause-ms", "20",
-    )  # fmt: skip
     shop.kubectl("patch", "messagestore", "orders", "--type=merge", "-p", json.dumps(NEW_CONFIG))
 
     def rolled() -> bool:
@@ -34,6 +32,24 @@ def test_a_rolling_config_change_keeps_serving_and_loses_nothing(shop: Shop) -> 
 
     shop.cluster.wait_until(rolled, "every node pod replaced by the rolling update", 420, 2)
     shop.wait_store_ready(3)
+    shop.wait_stored("orders", shop.stored("orders") + 500, "writes stored after the roll")
+
+
+def test_a_rolling_config_change_keeps_serving_and_loses_nothing(shop: Shop) -> None:
+    shop.wait_store_ready(3)
+    stop = "/tmp/roll-load-stop"  # the load ends once this file exists in the client pod
+    shop.kubectl("exec", shop.client, "--", "rm", "-f", stop)
+    start = shop.stored("orders")
+    # The load runs until the new pods have carried writes, however long the roll takes (a
+    # fixed 75 s load on a loaded machine ended with the roll, having stored only 60 batches).
+    load = shop.start_workload(
+        "produce", "--topic", "orders", "--run", "roll", "--seconds", "900", "--batch", "20",
+        "--pause-ms", "20", "--stop-file", stop,
+    )  # fmt: skip
+    try:
+        _roll_under(shop, start)
+    finally:
+        shop.kubectl("exec", shop.client, "--", "touch", stop, check=False)
     produced = shop.finish(load)
     # The producer never gave up: each node's restart was ridden out by its retries.
     assert not produced["unknown"], produced["errors"]
