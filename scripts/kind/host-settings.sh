@@ -6,6 +6,10 @@
 #                                              a /lib/modules that did not exist before, then
 #                                              delete the record
 #   scripts/kind/host-settings.sh diff DIR     list what differs from the record (exit 1 if any)
+#   scripts/kind/host-settings.sh favour-containers DIR SHARES
+#                                              give the container engine's CPU cgroup SHARES
+#                                              (cgroup v1 cpu.shares; the matching cpu.weight on
+#                                              v2), recording the value it had in DIR for restore
 #
 # Why: kind nodes share the host kernel, and a node container (--privileged, or its replacement
 # on hosts without CAP_SYS_RESOURCE) may write host-global sysctls. Seen on a Debian 12 host
@@ -16,6 +20,13 @@
 # The other keys are ones the kubelet (vm.panic_on_oom, kernel.keys.*), kube-proxy
 # (net.netfilter.nf_conntrack_*; kind's kube-proxy config skips nf_conntrack_max) or systemd
 # (kernel.pid_max, kernel.sysrq, ...) may write on other hosts. Keys the kernel lacks are skipped.
+#
+# favour-containers: the engine puts every container in one CPU cgroup (/docker with the
+# cgroupfs driver), which competes with each host process as a single nice-0 process does. A
+# kind cluster (API server, etcd, kubelets, its pods) then gets a few percent of the CPU beside a
+# busy test run: a loaded CI run saw the API server miss its liveness probes and restart.
+# Raising the group's shares lets the cluster take that many processes' part when it needs it;
+# an idle cluster still leaves the CPU to the host.
 set -euo pipefail
 
 KEYS=(
@@ -34,6 +45,9 @@ KEYS=(
 )
 RECORD=sysctl.txt
 MODULES_RECORD=lib-modules.txt
+CGROUP_RECORD=cgroup.txt
+# the container engine's CPU cgroup, cgroup v1 (cpu.shares) and v2 (cpu.weight)
+ENGINE_CGROUP_FILES=(/sys/fs/cgroup/cpu/docker/cpu.shares /sys/fs/cgroup/docker/cpu.weight)
 
 die() {
   echo "host-settings: $*" >&2
@@ -48,7 +62,22 @@ read_key() { # prints the value with tabs/newlines folded to single spaces
 
 cmd=${1:-}
 dir=${2:-}
-[[ -n "$cmd" && -n "$dir" && $# -eq 2 ]] || die "usage: $0 save|restore|diff DIR"
+if [[ "$cmd" == favour-containers ]]; then
+  shares=${3:-}
+  [[ -n "$dir" && $# -eq 3 && "$shares" =~ ^[0-9]+$ ]] && ((shares >= 2 && shares <= 262144)) \
+    || die "usage: $0 favour-containers DIR SHARES (2..262144)"
+  mkdir -p "$dir"
+  for f in "${ENGINE_CGROUP_FILES[@]}"; do
+    [[ -w "$f" ]] || continue
+    # the first value seen is the one to restore; a second call keeps it
+    grep -q "^$f"$'\t' "$dir/$CGROUP_RECORD" 2>/dev/null || printf '%s\t%s\n' "$f" "$(cat "$f")" >>"$dir/$CGROUP_RECORD"
+    if [[ "$f" == */cpu.weight ]]; then value=$((shares * 100 / 1024)); else value=$shares; fi
+    printf '%s\n' "$value" >"$f" || die "could not write $value to $f"
+    echo "container engine CPU cgroup: $f = $value" >&2
+  done
+  exit 0
+fi
+[[ -n "$cmd" && -n "$dir" && $# -eq 2 ]] || die "usage: $0 save|restore|diff|favour-containers DIR"
 
 case "$cmd" in
   save)
@@ -92,12 +121,28 @@ case "$cmd" in
         failed=1
       fi
     fi
+    if [[ -f "$dir/$CGROUP_RECORD" ]]; then
+      while IFS=$'\t' read -r f saved; do
+        [[ -e "$f" ]] || continue # the engine's cgroup went with the engine
+        now=$(cat "$f")
+        [[ "$now" == "$saved" ]] && continue
+        differ=1
+        if [[ "$cmd" == diff ]]; then
+          echo "$f: recorded '$saved', now '$now'"
+        elif printf '%s\n' "$saved" >"$f" 2>/dev/null; then
+          echo "restored $f: '$now' -> '$saved'" >&2
+        else
+          echo "host-settings: could not restore $f to '$saved' (now '$now')" >&2
+          failed=1
+        fi
+      done <"$dir/$CGROUP_RECORD"
+    fi
     if [[ "$cmd" == diff ]]; then
       exit "$differ"
     fi
     ((failed == 0)) || die "some settings could not be restored; the record stays in $dir"
-    rm -f "$dir/$RECORD" "$dir/$MODULES_RECORD"
+    rm -f "$dir/$RECORD" "$dir/$MODULES_RECORD" "$dir/$CGROUP_RECORD"
     rmdir "$dir" 2>/dev/null || true
     ;;
-  *) die "unknown command '$cmd' (usage: $0 save|restore|diff DIR)" ;;
+  *) die "unknown command '$cmd' (usage: $0 save|restore|diff|favour-containers DIR)" ;;
 esac

@@ -164,12 +164,54 @@ def test_host_settings_refuses_to_overwrite_a_record(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "args", [["restore"], ["restore", "/nonexistent/record"], ["wipe", "/tmp/x"]]
+    "args",
+    [
+        ["restore"],
+        ["restore", "/nonexistent/record"],
+        ["wipe", "/tmp/x"],
+        ["favour-containers", "/tmp/x"],
+        ["favour-containers", "/tmp/x", "lots"],
+        ["favour-containers", "/tmp/x", "1"],
+    ],
 )
 def test_host_settings_bad_input_is_a_clear_error(args: list[str]) -> None:
     proc = run("bash", HOST_SETTINGS, *args)
     assert proc.returncode == 2, explain(proc)
     assert proc.stderr.startswith("host-settings: "), explain(proc)
+
+
+ENGINE_CGROUP_FILES = (
+    Path("/sys/fs/cgroup/cpu/docker/cpu.shares"),
+    Path("/sys/fs/cgroup/docker/cpu.weight"),
+)
+
+
+def test_favoured_containers_get_their_cpu_share_back_on_restore(
+    kind_prepared, tmp_path: Path
+) -> None:
+    """The engine (running, from the kind fixture's preparation) has its containers' CPU
+    cgroup; favour-containers raises it and restore puts the recorded value back."""
+    files = [f for f in ENGINE_CGROUP_FILES if f.exists()]
+    assert files, "the running container engine has no CPU cgroup this script knows"
+    original = {f: f.read_text().strip() for f in files}
+    record = tmp_path / "host"
+    assert run("bash", HOST_SETTINGS, "save", record).returncode == 0
+    try:
+        for shares in ("8192", "9000"):  # a second call keeps the first recorded value
+            proc = run("bash", HOST_SETTINGS, "favour-containers", record, shares)
+            assert proc.returncode == 0, explain(proc)
+        for f in files:
+            expected = "9000" if f.name == "cpu.shares" else str(9000 * 100 // 1024)
+            assert f.read_text().strip() == expected
+        changed = run("bash", HOST_SETTINGS, "diff", record)
+        assert changed.returncode == 1, explain(changed)
+        restored = run("bash", HOST_SETTINGS, "restore", record)
+        assert restored.returncode == 0, explain(restored)
+        assert {f: f.read_text().strip() for f in files} == original
+        assert not record.exists(), "a restored record is removed"
+    finally:
+        for f, value in original.items():
+            f.write_text(value)
 
 
 def test_docker_shim_grants_every_capability_the_host_allows(kind_prepared) -> None:
