@@ -36,3 +36,16 @@ authorization error code. Without an entry, only the super-user may send the API
 answers errors of its own API in the answer's error codes (``errors.error_code``); an
 exception escaping a handler closes the connection (the client reconnects and retries).
 """
+
+import sys as _sys
+
+# kio registers Hypothesis strategies for its types whenever Hypothesis can be imported (a
+# test dependency, so it is in the test environment): that import is 0.3-0.4 CPU s of every
+# node start with Kafka on, spent on nothing a node uses. Hidden while kio loads, unless this
+# process imported Hypothesis already (then kio registers its strategies as usual).
+if "hypothesis" not in _sys.modules:
+    _sys.modules["hypothesis"] = None  # type: ignore[assignment]  # import -> ImportError
+    try:
+        import kio.serial  # noqa: F401  (kio's types load once, without Hypothesis)
+    finally:
+        del _sys.modules["hypothesis"]

@@ -1,8 +1,6 @@
 """The node server: an aiohttp HTTP API over one Store (bodies in api_models.py, routes in
-openapi.py)."""
+openapi.py; ``app.create_app`` builds the application, ``serve.run`` runs a node).
 
-from storage_node.server.app import create_app
-from storage_node.server.runtime import NodeRuntime
-from storage_node.server.settings import NodeSettings, resolve_settings
-
-__all__ = ["NodeRuntime", "NodeSettings", "create_app", "resolve_settings"]
+Nothing is imported here: the command line's cluster commands use small modules of this
+package (``routing_state``, ``settings``) without loading the whole HTTP application.
+"""

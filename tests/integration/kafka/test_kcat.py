@@ -99,7 +99,10 @@ def test_an_http_record_is_consumed_by_kcat(kafka_node: KafkaNode, request):
 def test_unknown_topic_is_refused_and_creates_nothing(kafka_node: KafkaNode, request):
     topic = topic_name(request)
     result = subprocess.run(
-        ["kcat", "-b", kafka_node.bootstrap, "-P", "-t", topic, "-m", "5"],
+        # librdkafka takes an unknown topic for one not yet propagated for this long (30 s
+        # by default) before it reports it
+        ["kcat", "-b", kafka_node.bootstrap, "-P", "-t", topic, "-m", "5"]
+        + ["-X", "topic.metadata.propagation.max.ms=2000"],
         input=b"x\n",
         capture_output=True,
         timeout=60,
