@@ -6,14 +6,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import requests
 
 from storage_node.cli.local import LocalCluster, free_port
+from tests.waiting import wait_node_ready
 
 
 class NodeProcess:
@@ -55,23 +54,9 @@ class NodeProcess:
                 raise
         return self
 
-    def wait_ready(self, timeout: float = 180.0) -> None:  # a loaded 2-core machine is slow
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"node exited with {self.proc.returncode}:\n{self.log.read_text()}"
-                )
-            try:
-                # 5 s: at a load average of 40-50 a node took over a second to answer, and
-                # every check of a whole minute timed out (CI, test_kcat.py)
-                if requests.get(self.address + "/readyz", timeout=5).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError(f"node not ready:\n{self.log.read_text()}")
+    def wait_ready(self, timeout: float = 180.0) -> None:
+        assert self.proc is not None
+        wait_node_ready(self.proc, self.url("/readyz"), self.log.read_text, timeout)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
         assert self.proc is not None

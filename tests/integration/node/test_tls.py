@@ -21,6 +21,7 @@ from storage_node.cli.local import LocalCluster
 from storage_node.client import AsyncClient, Client, TlsError, Unauthenticated
 from storage_node.errors import Unavailable
 from tests.integration.node.conftest import NodeProcess
+from tests.waiting import wait_node_ready
 
 TOKEN = "tls-test-token"
 NAMES = ["localhost"]
@@ -48,19 +49,9 @@ class TlsNode(NodeProcess):
         )
         self.address = f"https://127.0.0.1:{self.port}"
 
-    def wait_ready(self, timeout: float = 180.0) -> None:  # a loaded machine
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"node exited {self.proc.returncode}:\n{self.log.read_text()}")
-            try:
-                if requests.get(self.url("/readyz"), timeout=5, verify=self.ca_file).ok:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError(f"node not ready:\n{self.log.read_text()}")
+    def wait_ready(self, timeout: float = 180.0) -> None:
+        assert self.proc is not None
+        wait_node_ready(self.proc, self.url("/readyz"), self.log.read_text, timeout, self.ca_file)
 
 
 @pytest.fixture(scope="module")

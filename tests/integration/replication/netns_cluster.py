@@ -28,6 +28,7 @@ from storage_node import tls
 from storage_node.cli.local import NodeProcess, node_command
 from storage_node.server.routing_state import read_routing_file, write_routing_file
 from storage_node.wire.routing_table import new_local_table
+from tests.waiting import wait_node_ready
 
 PORT = 7100
 
@@ -229,19 +230,10 @@ class NetnsCluster:
                 write_routing_file(self._node_routing(name), table)
                 last[name] = table.generation
 
-    def wait_ready(self, name: str, timeout: float = 180.0) -> None:  # a loaded machine
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            proc = self.procs[name]
-            if proc.poll() is not None:
-                raise RuntimeError(f"{name} exited: {self.log_tail(name)}")
-            try:
-                if requests.get(self.address(name) + "/readyz", timeout=5).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError(f"{name} not ready: {self.log_tail(name)}")
+    def wait_ready(self, name: str, timeout: float = 180.0) -> None:
+        wait_node_ready(
+            self.procs[name], self.address(name) + "/readyz", lambda: self.log_tail(name), timeout
+        )
 
     def log_tail(self, name: str, lines: int = 30) -> str:
         path = self.root / f"{name}.log"
