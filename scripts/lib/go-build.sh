@@ -44,7 +44,9 @@ go_build_prepare() {
   # Never fetch a toolchain; sources only through the module proxy, checksums via its sumdb
   # mirror.
   export GOTOOLCHAIN=local
-  export GOFLAGS="-trimpath -mod=mod -buildvcs=false"
+  # -dwarf=false: every build links with -s -w, which drops DWARF anyway; not generating it
+  # saves about a tenth of the compiling (helm from an empty build cache: 148 -> 131 CPU s)
+  export GOFLAGS="-trimpath -mod=mod -buildvcs=false -gcflags=all=-dwarf=false"
   export CGO_ENABLED=0
   export GOPROXY="${GOPROXY:-https://proxy.golang.org}"
   unset GOBIN
