@@ -48,6 +48,11 @@ from storage_node.wire.routing_table import (
     new_local_table,
 )
 
+# How long a starting node (or the controller naming leaders) is waited for. A node that exits
+# is reported at once; a live one that is slow is waited for: on a loaded 2-core machine three
+# nodes of `local up` took 80 s to answer /readyz (each ask may take 5 s there).
+START_TIMEOUT_S = 180.0
+
 
 def node_command(
     node: NodeProcess,
@@ -155,7 +160,7 @@ class LocalCluster:
         base_port: int | None = None,
         env: dict[str, str] | None = None,
         extra_args: list[str] | None = None,
-        timeout: float = 60.0,
+        timeout: float = START_TIMEOUT_S,
         tls: bool = False,
         replication_factor: int = 1,
         min_in_sync: int | None = None,
@@ -226,12 +231,16 @@ class LocalCluster:
         if replicated:
             self._spawn_controller()
         self._save()
-        self.wait_ready(timeout)
-        if replicated:
-            self.wait_leaders(timeout)
+        try:
+            self.wait_ready(timeout)
+            if replicated:
+                self.wait_leaders(timeout)
+        except Unavailable:  # a cluster that did not come up is not left running
+            self.down()
+            raise
         return self.nodes
 
-    def wait_leaders(self, timeout: float = 60.0) -> None:
+    def wait_leaders(self, timeout: float = START_TIMEOUT_S) -> None:
         """Until the controller named a leader of every replicated log after (re)start."""
         deadline = time.monotonic() + timeout
         while True:
@@ -325,7 +334,9 @@ class LocalCluster:
         node.pid = proc.pid
         self._procs[node.id] = proc
 
-    def wait_ready(self, timeout: float = 60.0, nodes: list[NodeProcess] | None = None) -> None:
+    def wait_ready(
+        self, timeout: float = START_TIMEOUT_S, nodes: list[NodeProcess] | None = None
+    ) -> None:
         deadline = time.monotonic() + timeout
         for node in nodes or self.nodes:
             while True:
@@ -336,7 +347,7 @@ class LocalCluster:
                     )
                 try:
                     verify: str | bool = self.ca_file or True
-                    answer = requests.get(node.address + "/readyz", timeout=2, verify=verify)
+                    answer = requests.get(node.address + "/readyz", timeout=5, verify=verify)
                     if answer.status_code == 200:
                         break
                 except requests.RequestException:
@@ -407,7 +418,9 @@ class LocalCluster:
         self._save()
         return True
 
-    def restart(self, node_id: str, timeout: float = 60.0, stop_first: bool = False) -> NodeProcess:
+    def restart(
+        self, node_id: str, timeout: float = START_TIMEOUT_S, stop_first: bool = False
+    ) -> NodeProcess:
         """Start a stopped node again on the same port and data directory (``stop_first``:
         stop it first when it runs)."""
         node = self.node(node_id)

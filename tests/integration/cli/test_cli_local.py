@@ -131,3 +131,38 @@ def test_local_up_starts_the_web_console_and_down_stops_it(tmp_path):
         assert "console:" not in quiet.stdout.decode()
     finally:
         run("local", "down", *local)
+
+
+def test_a_cluster_that_does_not_come_up_is_not_left_running(tmp_path):
+    """`local up` that runs out of time stops every process it started (a replicated cluster:
+    nodes and the controller), so nothing is left behind to hold ports or CPU."""
+    import pytest
+
+    from storage_node.cli.local import LocalCluster
+    from storage_node.errors import Unavailable
+
+    where = str(tmp_path / "slow")
+
+    def started_here() -> list[str]:  # processes whose command line names the cluster's folder
+        found = []
+        for entry in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+            except (OSError, ValueError):  # not a process, or it is gone
+                continue
+            if where in cmdline and int(entry) != os.getpid():
+                found.append(f"{entry}: {cmdline}")
+        return found
+
+    cluster = LocalCluster(tmp_path / "slow")
+    with pytest.raises(Unavailable, match="not ready after"):
+        cluster.up(nodes=2, replication_factor=2, timeout=0.01)
+    assert not started_here()
+    assert not cluster.running()
+    # the check can fail: the same cluster started properly is found, then stopped
+    cluster.up(nodes=2, replication_factor=2)
+    try:
+        assert len(started_here()) == 3  # two nodes and the controller
+    finally:
+        cluster.down()
