@@ -226,7 +226,7 @@ def test_replicated_node_restarted_on_a_lost_volume_copies_its_logs_back(tmp_pat
                     return False
             return len(mine["logs"]) == 3
 
-        wait_for("node-2 to copy every log back", caught_up, timeout=120)
+        wait_for("node-2 to copy every log back", caught_up, timeout=300)  # a loaded machine
         values = run("consume", "r", "--format", "raw", *ep).stdout.splitlines()
         assert sorted(values) == sorted(b'{"i": %d}' % i for i in range(600))
     finally:
