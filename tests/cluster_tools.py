@@ -35,6 +35,25 @@ _UNREACHED_TRIES = 6
 _UNREACHED_PAUSE_S = 5.0
 
 
+# kubectl exec's stream may end in an error after the command's whole output arrived (seen on
+# a loaded machine, after a workload had printed its result: "websocket: close 1006 (abnormal
+# closure): unexpected EOF")
+_STREAM_CUT = ("websocket: close 1006", "error reading from error stream")
+
+
+def exec_result(returncode: int, out: str, err: str) -> Any:
+    """The JSON document on the last line of a `kubectl exec`'s output. A non-zero exit is
+    taken only when kubectl says its stream was cut and that line is whole JSON: the command
+    had printed its result. Otherwise AssertionError with both outputs."""
+    lines = out.strip().splitlines()
+    if returncode != 0 and not (lines and any(cut in err for cut in _STREAM_CUT)):
+        raise AssertionError(f"workload failed ({returncode}):\n{out}\n{err}")
+    try:
+        return json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError):
+        raise AssertionError(f"workload printed no result ({returncode}):\n{out}\n{err}") from None
+
+
 def _unreached(proc: subprocess.CompletedProcess[str]) -> bool:
     return proc.returncode != 0 and any(sign in proc.stderr for sign in _UNREACHED)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from cluster_tools import KubectlError
+from cluster_tools import KubectlError, exec_result
 from fixtures_kind import NODE_IMAGE, KindCluster
 
 HERE = Path(__file__).resolve().parent
@@ -133,8 +133,7 @@ class Shop:
     @staticmethod
     def finish(proc: subprocess.Popen[str], timeout: float = 600) -> Any:
         out, err = proc.communicate(timeout=timeout)
-        assert proc.returncode == 0, f"workload failed ({proc.returncode}):\n{out}\n{err}"
-        return json.loads(out.strip().splitlines()[-1])
+        return exec_result(proc.returncode, out, err)
 
     def wait_credentials(self) -> None:
         """Until the operator made the store's token Secret and CA ConfigMap."""

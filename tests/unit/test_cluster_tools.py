@@ -47,3 +47,29 @@ def test_a_server_that_stays_away_fails_after_the_last_try(tmp_path: Path) -> No
     with pytest.raises(KubectlError, match="connection refused"):
         _run(argv, {}, None, True, 10)
     assert (tmp_path / "count").read_text() == f"{cluster_tools._UNREACHED_TRIES}\n"
+
+
+CUT = (
+    "error: error reading from error stream: next reader: websocket: close 1006 (abnormal closure)"
+)
+
+
+def test_an_exec_cut_after_the_whole_result_gives_the_result() -> None:
+    out = 'progress\n{"acked": [1, 2], "unknown": []}\n'
+    assert cluster_tools.exec_result(1, out, CUT) == {"acked": [1, 2], "unknown": []}
+
+
+@pytest.mark.parametrize(
+    ("returncode", "out", "err"),
+    [
+        (1, '{"acked": []}\n', "Traceback: the workload failed"),  # not a cut stream
+        (1, '{"acked": [1, 2', CUT),  # the result itself was cut
+        (1, "", CUT),
+        (0, "no json\n", ""),
+    ],
+)
+def test_an_exec_that_failed_or_printed_no_whole_result_is_a_failure(
+    returncode: int, out: str, err: str
+) -> None:
+    with pytest.raises(AssertionError):
+        cluster_tools.exec_result(returncode, out, err)
