@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -129,6 +131,22 @@ class Shop:
     def wait_stored(self, topic: str, count: int, what: str, timeout: float = 120) -> None:
         """Until `topic` holds at least `count` messages: a load has reached the store."""
         self.cluster.wait_until(lambda: self.stored(topic) >= count, what, timeout, 1)
+
+    @contextmanager
+    def load_until_stopped(self, run: str, seconds: int) -> Iterator[subprocess.Popen[str]]:
+        """A producer load on `orders` (batches of 20, 20 ms apart) for as long as the block
+        runs (`seconds` at most): a stop file in the client pod ends it when the block ends,
+        also when it fails. A load of fixed length can end before a slow fault is over."""
+        stop = f"/tmp/{run}-load-stop"
+        self.kubectl("exec", self.client, "--", "rm", "-f", stop)
+        load = self.start_workload(
+            "produce", "--topic", "orders", "--run", run, "--seconds", str(seconds),
+            "--batch", "20", "--pause-ms", "20", "--stop-file", stop,
+        )  # fmt: skip
+        try:
+            yield load
+        finally:
+            self.kubectl("exec", self.client, "--", "touch", stop, check=False)
 
     @staticmethod
     def finish(proc: subprocess.Popen[str], timeout: float = 600) -> Any:

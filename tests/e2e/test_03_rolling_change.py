@@ -37,19 +37,11 @@ def _roll_under(shop: Shop, start: int) -> None:
 
 def test_a_rolling_config_change_keeps_serving_and_loses_nothing(shop: Shop) -> None:
     shop.wait_store_ready(3)
-    stop = "/tmp/roll-load-stop"  # the load ends once this file exists in the client pod
-    shop.kubectl("exec", shop.client, "--", "rm", "-f", stop)
     start = shop.stored("orders")
     # The load runs until the new pods have carried writes, however long the roll takes (a
     # fixed 75 s load on a loaded machine ended with the roll, having stored only 60 batches).
-    load = shop.start_workload(
-        "produce", "--topic", "orders", "--run", "roll", "--seconds", "900", "--batch", "20",
-        "--pause-ms", "20", "--stop-file", stop,
-    )  # fmt: skip
-    try:
+    with shop.load_until_stopped("roll", seconds=900) as load:
         _roll_under(shop, start)
-    finally:
-        shop.kubectl("exec", shop.client, "--", "touch", stop, check=False)
     produced = shop.finish(load)
     # The producer never gave up: each node's restart was ridden out by its retries.
     assert not produced["unknown"], produced["errors"]
