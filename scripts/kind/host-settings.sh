@@ -94,21 +94,24 @@ case "$cmd" in
     echo "host settings recorded in $dir ($(wc -l <"$dir/$RECORD") sysctls, /lib/modules $(cat "$dir/$MODULES_RECORD"))" >&2
     ;;
   diff | restore)
+    # put_back NAME FILE NOW SAVED: (diff) report, (restore) write back, a value that changed
+    put_back() {
+      [[ "$3" == "$4" ]] && return 0
+      differ=1
+      if [[ "$cmd" == diff ]]; then
+        echo "$1: recorded '$4', now '$3'"
+      elif printf '%s\n' "$4" >"$2" 2>/dev/null; then
+        echo "restored $1: '$3' -> '$4'" >&2
+      else
+        echo "host-settings: could not restore $1 to '$4' (now '$3')" >&2
+        failed=1
+      fi
+    }
     [[ -f "$dir/$RECORD" ]] || die "no record in $dir (expected $dir/$RECORD from '$0 save $dir')"
     differ=0 failed=0
     while IFS=$'\t' read -r k saved; do
       [[ -r "$(proc_path "$k")" ]] || continue
-      now=$(read_key "$k")
-      [[ "$now" == "$saved" ]] && continue
-      differ=1
-      if [[ "$cmd" == diff ]]; then
-        echo "$k: recorded '$saved', now '$now'"
-      elif printf '%s\n' "$saved" >"$(proc_path "$k")" 2>/dev/null; then
-        echo "restored $k: '$now' -> '$saved'" >&2
-      else
-        echo "host-settings: could not restore $k to '$saved' (now '$now')" >&2
-        failed=1
-      fi
+      put_back "$k" "$(proc_path "$k")" "$(read_key "$k")" "$saved"
     done <"$dir/$RECORD"
     if [[ -f "$dir/$MODULES_RECORD" && "$(cat "$dir/$MODULES_RECORD")" == absent && -e /lib/modules ]]; then
       differ=1
@@ -124,17 +127,7 @@ case "$cmd" in
     if [[ -f "$dir/$CGROUP_RECORD" ]]; then
       while IFS=$'\t' read -r f saved; do
         [[ -e "$f" ]] || continue # the engine's cgroup went with the engine
-        now=$(cat "$f")
-        [[ "$now" == "$saved" ]] && continue
-        differ=1
-        if [[ "$cmd" == diff ]]; then
-          echo "$f: recorded '$saved', now '$now'"
-        elif printf '%s\n' "$saved" >"$f" 2>/dev/null; then
-          echo "restored $f: '$now' -> '$saved'" >&2
-        else
-          echo "host-settings: could not restore $f to '$saved' (now '$now')" >&2
-          failed=1
-        fi
+        put_back "$f" "$f" "$(cat "$f")" "$saved"
       done <"$dir/$CGROUP_RECORD"
     fi
     if [[ "$cmd" == diff ]]; then
